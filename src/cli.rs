@@ -1,0 +1,326 @@
+//! Command-line parsing and dispatch. Parsing builds `Cli`; `run` turns it into
+//! the library calls; `main` maps the result to an exit code.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::commands::{self, ReportFormat, StreamFormat};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::krm;
+use crate::manifest::parse_stream;
+use crate::selector::Selector;
+
+/// The name kustomize runs the legacy exec plugin by.
+pub const LEGACY_PLUGIN_NAME: &str = "WorkerIdentity";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl nvcf-worker",
+    bin_name = "kubectl nvcf-worker",
+    version,
+    about = "NVCF worker identity for Kubernetes manifests and clusters",
+    long_about = "NVCF worker identity for Kubernetes manifests and clusters.\n\n\
+        With no subcommand and a ResourceList on stdin it runs as a KRM function \
+        (kpt fn eval --exec, kpt fn render --allow-exec).",
+    after_help = "Examples:\n  kpt fn eval --exec kubectl-nvcf-worker . -- clusterID=prod-1\n  \
+        kubectl nvcf-worker inject -f deploy.yaml --cluster-id prod-1 | kubectl apply -f -\n  \
+        kubectl nvcf-worker validate manifests/"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Add the worker identity to selected workloads in files or stdin.
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker inject -f deploy.yaml --cluster-id prod-1\n  \
+        cat app.yaml | kubectl nvcf-worker inject -f - --config fn-config/worker-identity.yaml"
+    )]
+    Inject(InjectArgs),
+    /// Check manifests for forged or widened worker identities (pre-commit, CI).
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker validate manifests/\n  kubectl nvcf-worker validate -o json a.yaml b.yaml"
+    )]
+    Validate(ValidateArgs),
+    /// Install the kustomize legacy exec plugin link (for kubectl kustomize --enable-alpha-plugins).
+    #[command(
+        after_help = "Example:\n  kubectl nvcf-worker install-kustomize-plugin && kubectl kustomize --enable-alpha-plugins overlay/"
+    )]
+    InstallKustomizePlugin(InstallPluginArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Example:\n  source <(kubectl-nvcf-worker completion bash)")]
+    Completion { shell: clap_complete::Shell },
+    /// Print the man page (roff).
+    #[command(after_help = "Example:\n  kubectl-nvcf-worker man > kubectl-nvcf-worker.1")]
+    Man,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InjectArgs {
+    /// File, directory (recursive: .yaml, .yml, .json) or - for stdin; repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// More paths, as with -f.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// A function config file (fn.nvcf.io/v1alpha1 WorkerIdentity or a ConfigMap).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster_id", "audience", "expiration_seconds", "selector", "token_source", "include_init_containers"])]
+    pub config: Option<PathBuf>,
+    /// The NVCF cluster ID; the token audience is nvcf-icms:<ID>.
+    #[arg(long = "cluster-id", value_name = "ID")]
+    pub cluster_id: Option<String>,
+    /// Token audience (default nvcf-icms:<cluster-id>).
+    #[arg(long)]
+    pub audience: Option<String>,
+    /// Token lifetime, 600..86400.
+    #[arg(long = "expiration-seconds", value_name = "N")]
+    pub expiration_seconds: Option<i64>,
+    /// Label selector for workloads (default nvcf.io/worker=true).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Identity source; anything but psat injects nothing.
+    #[arg(long = "token-source")]
+    pub token_source: Option<String>,
+    /// Also give init containers the token mount and env.
+    #[arg(long = "include-init-containers")]
+    pub include_init_containers: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    pub output: StreamFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ValidateArgs {
+    /// Files or directories; - for stdin.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// More paths.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: ReportFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InstallPluginArgs {
+    /// kustomize's plugin root (default $XDG_CONFIG_HOME/kustomize/plugin, or ~/.config/kustomize/plugin).
+    #[arg(long, value_name = "DIR")]
+    pub plugin_root: Option<PathBuf>,
+}
+
+impl InjectArgs {
+    fn config(&self) -> Result<Config> {
+        if let Some(path) = &self.config {
+            let name = path.display().to_string();
+            let bytes = std::fs::read(path).map_err(|e| Error::io(&name, e))?;
+            let docs = parse_stream(&bytes).map_err(|e| Error::Yaml {
+                file: name,
+                doc: e.index + 1,
+                source: e.error,
+            })?;
+            return Ok(Config::from_node(
+                docs.iter().find(|d| !d.is_empty()).map(|d| d.view()),
+            )?);
+        }
+        let mut cfg = Config {
+            cluster_id: self.cluster_id.clone(),
+            audience: self.audience.clone(),
+            ..Config::default()
+        };
+        if let Some(e) = self.expiration_seconds {
+            cfg.expiration_seconds = e;
+        }
+        if let Some(s) = &self.selector {
+            cfg.selector = Selector::parse(s).map_err(Error::Usage)?;
+        }
+        if let Some(t) = &self.token_source {
+            cfg.token_source = if t.is_empty() {
+                crate::identity::IDENTITY_SOURCE_PSAT.into()
+            } else {
+                t.clone()
+            };
+        }
+        cfg.include_init_containers = self.include_init_containers;
+        let range =
+            crate::identity::MIN_EXPIRATION_SECONDS..=crate::identity::MAX_EXPIRATION_SECONDS;
+        if !range.contains(&cfg.expiration_seconds) {
+            return Err(Error::Usage(format!(
+                "--expiration-seconds {} is outside 600..86400 (Kubernetes rejects projected tokens shorter than 10 minutes)",
+                cfg.expiration_seconds
+            )));
+        }
+        Ok(cfg)
+    }
+}
+
+fn paths_or_stdin(mut a: Vec<String>, b: &[String]) -> Vec<String> {
+    a.extend_from_slice(b);
+    if a.is_empty() {
+        a.push("-".into());
+    }
+    a
+}
+
+/// Where kustomize looks for `fn.nvcf.io/v1alpha1 WorkerIdentity`.
+pub fn legacy_plugin_path(root: Option<PathBuf>) -> Result<PathBuf> {
+    let root = match root {
+        Some(r) => r,
+        None => match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+            Some(x) => PathBuf::from(x).join("kustomize/plugin"),
+            None => match std::env::var_os("HOME") {
+                Some(h) => PathBuf::from(h).join(".config/kustomize/plugin"),
+                None => {
+                    return Err(Error::Usage(
+                        "neither XDG_CONFIG_HOME nor HOME is set; pass --plugin-root".into(),
+                    ))
+                }
+            },
+        },
+    };
+    Ok(root
+        .join("fn.nvcf.io/v1alpha1/workeridentity")
+        .join(LEGACY_PLUGIN_NAME))
+}
+
+fn install_plugin(args: InstallPluginArgs, stdout: &mut dyn Write) -> Result<()> {
+    let target = legacy_plugin_path(args.plugin_root)?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
+    let dir = target.parent().expect("plugin path has a parent");
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    match std::fs::remove_file(&target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(target.display().to_string(), e)),
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&exe, &target)
+        .map_err(|e| Error::io(target.display().to_string(), e))?;
+    #[cfg(not(unix))]
+    std::fs::copy(&exe, &target).map_err(|e| Error::io(target.display().to_string(), e))?;
+    writeln!(
+        stdout,
+        "installed {} -> {}",
+        target.display(),
+        exe.display()
+    )
+    .map_err(|e| Error::io("<stdout>", e))
+}
+
+/// Runs the tool with explicit streams; returns the exit code.
+pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<()> {
+    match cli.command {
+        None => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                Cli::command()
+                    .write_help(&mut &mut *stdout)
+                    .map_err(|e| Error::io("<stdout>", e))?;
+                return Ok(());
+            }
+            let mut input = Vec::new();
+            stdin
+                .lock()
+                .read_to_end(&mut input)
+                .map_err(|e| Error::io("<stdin>", e))?;
+            if input.iter().all(u8::is_ascii_whitespace) {
+                return Err(Error::Usage(
+                    "empty input: expected a ResourceList on stdin (or a subcommand; see --help)"
+                        .into(),
+                ));
+            }
+            let out = krm::run_resource_list(&input)?;
+            stdout
+                .write_all(&out.stdout)
+                .map_err(|e| Error::io("<stdout>", e))?;
+            stdout.flush().map_err(|e| Error::io("<stdout>", e))?;
+            if out.exit_code != 0 {
+                return Err(Error::Reported { errors: 1 });
+            }
+            Ok(())
+        }
+        Some(Command::Inject(args)) => {
+            let cfg = args.config()?;
+            let paths = paths_or_stdin(args.files.clone(), &args.paths);
+            commands::inject(&paths, &cfg, args.output, stdout, stderr)
+        }
+        Some(Command::Validate(args)) => commands::validate(
+            &paths_or_stdin(args.paths, &args.files),
+            args.output,
+            stdout,
+        ),
+        Some(Command::InstallKustomizePlugin(args)) => install_plugin(args, stdout),
+        Some(Command::Completion { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "kubectl-nvcf-worker", stdout);
+            Ok(())
+        }
+        Some(Command::Man) => clap_mangen::Man::new(Cli::command().name("kubectl-nvcf-worker"))
+            .render(stdout)
+            .map_err(|e| Error::io("<stdout>", e)),
+    }
+}
+
+fn report(e: &Error, stderr: &mut dyn Write) -> i32 {
+    if let Error::Io { source, .. } = e {
+        if source.kind() == std::io::ErrorKind::BrokenPipe {
+            return 0; // the reader went away (`| head`): not our failure
+        }
+    }
+    if !matches!(e, Error::Reported { .. }) {
+        let mut msg = format!("error: {e}");
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            if !msg.contains(&c.to_string()) {
+                msg.push_str(&format!(": {c}"));
+            }
+            cause = c.source();
+        }
+        let _ = writeln!(stderr, "{msg}");
+    }
+    e.exit_code()
+}
+
+/// The process entry point shared by both binary names.
+pub fn main() -> i32 {
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if invoked_as == LEGACY_PLUGIN_NAME {
+        let result = (|| {
+            let config = args.get(1).and_then(|a| a.to_str()).ok_or_else(|| {
+                Error::Usage(
+                    "kustomize plugin: expected the config file path as the first argument".into(),
+                )
+            })?;
+            let mut input = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut input)
+                .map_err(|e| Error::io("<stdin>", e))?;
+            let out = krm::run_legacy_plugin(config, input, &mut stderr)?;
+            stdout
+                .write_all(&out.stdout)
+                .map_err(|e| Error::io("<stdout>", e))
+        })();
+        return result.map_or_else(|e| report(&e, &mut stderr), |_| 0);
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match run(cli, &mut stdout, &mut stderr) {
+        Ok(()) => 0,
+        Err(e) => report(&e, &mut stderr),
+    }
+}

@@ -1,0 +1,633 @@
+//! The transformer: gives selected workloads their worker identity.
+//!
+//! Plan first, act second: `plan` reads the batch and decides every change and every
+//! conflict without touching it; only a plan without errors is applied, so output is
+//! never half-transformed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::config::Config;
+use crate::guard;
+use crate::identity::{self, Owner, TokenSpec};
+use crate::manifest::batch::{
+    Addr, Batch, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
+};
+use crate::manifest::{from_json, to_json, Node, Style};
+use crate::report::{Finding, ResourceRef};
+use crate::workload;
+
+/// What happened to one input object (the per-resource report on stderr).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Injected,
+    Unchanged(&'static str),
+    Skipped(&'static str),
+    /// A ServiceAccount, Role or RoleBinding this run added.
+    Generated,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectReport {
+    pub resource: ResourceRef,
+    pub status: Status,
+}
+
+impl ObjectReport {
+    pub fn to_text(&self) -> String {
+        let r = self.resource.short();
+        match &self.status {
+            Status::Injected => format!("{r} injected"),
+            Status::Generated => format!("{r} generated"),
+            Status::Unchanged(why) => format!("{r} unchanged: {why}"),
+            Status::Skipped(why) => format!("{r} skipped: {why}"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub findings: Vec<Finding>,
+    pub reports: Vec<ObjectReport>,
+}
+
+impl Outcome {
+    pub fn has_errors(&self) -> bool {
+        crate::report::has_errors(&self.findings)
+    }
+}
+
+/// One selected workload and what it needs.
+struct WorkloadPlan {
+    addr: Addr,
+    spec_path: &'static [&'static str],
+    name: String,
+    owner: Owner,
+    /// Container lists (`containers`, maybe `initContainers`) with the indexes to inject.
+    containers: Vec<(&'static str, Vec<usize>)>,
+    spec_changes: bool,
+    /// The trio objects missing from the input, to generate.
+    missing: Vec<usize>,
+    json_style: bool,
+}
+
+/// Injects the identity into every selected workload of the batch, or changes
+/// nothing and reports why.
+pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
+    let mut out = Outcome::default();
+    if !cfg.is_psat() {
+        out.findings.push(Finding::info(format!(
+            "tokenSource is {:?}: no PSAT worker identity is injected (only psat is provisioned by manifests)",
+            cfg.token_source
+        )));
+        return out;
+    }
+    let token = match cfg.token_spec() {
+        Ok(t) => t,
+        Err(e) => {
+            out.findings.push(Finding::error(e.to_string()));
+            return out;
+        }
+    };
+    let plans = plan(batch, cfg, &token, &mut out);
+    if out.has_errors() {
+        return out;
+    }
+    apply(batch, &plans, &token);
+    out
+}
+
+fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Vec<WorkloadPlan> {
+    let objects = batch.objects();
+    let existing = existing_trio_objects(&objects);
+    let mut plans = Vec::new();
+    let mut self_refs = HashSet::new();
+    let mut names: HashMap<(Option<&str>, String), ResourceRef> = HashMap::new();
+    let mut trio_members: HashSet<Addr> = HashSet::new();
+
+    for obj in &objects {
+        let Some(spec_path) = workload::pod_spec_path(obj.api_version(), obj.kind()) else {
+            continue;
+        };
+        if !is_selected(obj, spec_path, cfg) {
+            continue;
+        }
+        let name = identity::derived_name(obj.name());
+        let loc = obj.location();
+        let rref = obj.resource_ref();
+        if obj.name().is_empty() {
+            out.findings.push(
+                Finding::error("selected workload has no metadata.name")
+                    .resource(Some(rref))
+                    .at(loc),
+            );
+            continue;
+        }
+        if let Some(other) = names.insert((obj.namespace(), name.clone()), rref.clone()) {
+            out.findings.push(
+                Finding::error(format!(
+                    "{} and {} derive the same identity name {name:?} in one namespace; rename one of them",
+                    other.display(),
+                    rref.display()
+                ))
+                .resource(Some(rref.clone()))
+                .at(loc.clone()),
+            );
+        }
+        self_refs.insert(obj.addr);
+        let owner = Owner {
+            api_version: obj.api_version().into(),
+            kind: obj.kind().into(),
+            name: obj.name().into(),
+            namespace: obj.namespace().map(Into::into),
+        };
+        let Some(spec) = obj.node.path(spec_path).filter(|s| s.is_map()) else {
+            out.findings.push(
+                Finding::error(format!(
+                    "selected workload has no pod spec at {}",
+                    workload::dotted(spec_path)
+                ))
+                .resource(Some(rref))
+                .field(workload::dotted(spec_path))
+                .at(loc),
+            );
+            continue;
+        };
+        let mut p = WorkloadPlan {
+            addr: obj.addr,
+            spec_path,
+            name: name.clone(),
+            owner,
+            containers: Vec::new(),
+            spec_changes: false,
+            missing: Vec::new(),
+            json_style: obj.in_flow_document(),
+        };
+        let mut findings = Vec::new();
+        check_pod_spec(obj, spec, cfg, token, &mut p, &mut findings);
+        for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
+            match existing.get(&(kind, obj.namespace(), name.as_str())) {
+                Some(member) => {
+                    trio_members.insert(member.addr);
+                    check_existing_member(member, &name, obj.namespace(), &mut findings);
+                }
+                None => p.missing.push(i),
+            }
+        }
+        let ctx = Finding::error("")
+            .resource(Some(rref.clone()))
+            .at(loc.clone());
+        out.findings.extend(findings.into_iter().map(|f| Finding {
+            resource: f.resource.or(ctx.resource.clone()),
+            location: if f.location.file.is_some() {
+                f.location
+            } else {
+                ctx.location.clone()
+            },
+            ..f
+        }));
+        out.reports.push(ObjectReport {
+            resource: rref,
+            status: if p.spec_changes || !p.missing.is_empty() {
+                Status::Injected
+            } else {
+                Status::Unchanged("already has its identity")
+            },
+        });
+        for &i in &p.missing {
+            let resource = ResourceRef {
+                api_version: if i == 0 {
+                    "v1".into()
+                } else {
+                    "rbac.authorization.k8s.io/v1".into()
+                },
+                kind: identity::TRIO_KINDS[i].into(),
+                name: name.clone(),
+                namespace: obj.namespace().map(Into::into),
+            };
+            out.reports.push(ObjectReport {
+                resource,
+                status: Status::Generated,
+            });
+        }
+        plans.push(p);
+    }
+
+    // The guard runs on the input first: a forged reference blocks injection. A
+    // selected workload naming its own derived account is what inject produces.
+    out.findings.extend(guard::check(
+        batch,
+        &guard::Allow {
+            self_refs: &self_refs,
+        },
+    ));
+
+    report_others(&objects, &self_refs, &trio_members, &mut out.reports);
+    plans
+}
+
+/// Reports for the objects that are not selected workloads, in input order.
+fn report_others(
+    objects: &[Object],
+    selected: &HashSet<Addr>,
+    trio: &HashSet<Addr>,
+    reports: &mut Vec<ObjectReport>,
+) {
+    // The selected workloads' reports, each followed by its generated objects'.
+    let mut selected_reports = std::mem::take(reports).into_iter().peekable();
+    for obj in objects {
+        let status = if selected.contains(&obj.addr) {
+            reports.extend(selected_reports.next());
+            while let Some(r) = selected_reports.next_if(|r| r.status == Status::Generated) {
+                reports.push(r);
+            }
+            continue;
+        } else if trio.contains(&obj.addr) {
+            Status::Unchanged("part of a worker identity")
+        } else if workload::pod_spec_path(obj.api_version(), obj.kind()).is_some() {
+            Status::Skipped("not selected")
+        } else {
+            Status::Skipped("not a workload")
+        };
+        reports.push(ObjectReport {
+            resource: obj.resource_ref(),
+            status,
+        });
+    }
+}
+
+fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
+    let own = workload::label_map(obj.node.path(&["metadata", "labels"]));
+    let template = workload::label_map(workload::template_labels(obj.node, spec_path));
+    cfg.selector.matches(&own) || (!template.is_empty() && cfg.selector.matches(&template))
+}
+
+type TrioKey<'a> = (&'static str, Option<&'a str>, &'a str);
+
+fn existing_trio_objects<'a>(objects: &[Object<'a>]) -> HashMap<TrioKey<'a>, Object<'a>> {
+    let mut map = HashMap::new();
+    for obj in objects {
+        let kind = identity::TRIO_KINDS.iter().find(|k| **k == obj.kind());
+        if let Some(kind) = kind {
+            if obj.name().starts_with(identity::PREFIX) {
+                map.insert((*kind, obj.namespace(), obj.name()), *obj);
+            }
+        }
+    }
+    map
+}
+
+fn check_existing_member(
+    member: &Object,
+    name: &str,
+    ns: Option<&str>,
+    findings: &mut Vec<Finding>,
+) {
+    if let Some(problem) = guard::member_problem(member.kind(), member.node, name, ns) {
+        findings.push(
+            Finding::error(format!(
+                "{} {name} already exists and does not match the worker identity: {problem}",
+                member.kind()
+            ))
+            .resource(Some(member.resource_ref()))
+            .at(member.location()),
+        );
+    }
+}
+
+fn names_in(annotation: Option<&str>) -> HashSet<&str> {
+    annotation
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn check_pod_spec(
+    obj: &Object,
+    spec: &Node,
+    cfg: &Config,
+    token: &TokenSpec,
+    p: &mut WorkloadPlan,
+    findings: &mut Vec<Finding>,
+) {
+    let base = workload::dotted(p.spec_path);
+    let line = |n: &Node| n.line;
+    // serviceAccountName / serviceAccount: replaced, with a warning naming the old one.
+    for key in ["serviceAccountName", "serviceAccount"] {
+        match spec.get(key) {
+            Some(v) if v.as_str() == Some(p.name.as_str()) => {}
+            Some(v) if v.is_null() && key == "serviceAccount" => {}
+            Some(v) => {
+                findings.push(
+                    Finding::warning(format!(
+                        "{key} {:?} is replaced by the worker account {:?}",
+                        v.text().unwrap_or(""),
+                        p.name
+                    ))
+                    .field(format!("{base}.{key}"))
+                    .line(line(v)),
+                );
+                p.spec_changes = true;
+            }
+            None if key == "serviceAccountName" => p.spec_changes = true,
+            None => {}
+        }
+    }
+    match spec.get("automountServiceAccountToken") {
+        Some(v) if to_json(v) == serde_json::Value::Bool(false) => {}
+        Some(v) => {
+            findings.push(
+                Finding::warning(format!("automountServiceAccountToken {:?} is set to false: worker pods use only the projected token", v.text().unwrap_or("")))
+                    .field(format!("{base}.automountServiceAccountToken"))
+                    .line(line(v)),
+            );
+            p.spec_changes = true;
+        }
+        None => p.spec_changes = true,
+    }
+    let want_volume = identity::token_volume(token);
+    let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
+    match volumes.iter().position(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME)) {
+        Some(i) if to_json(&volumes[i]) == want_volume => {}
+        Some(i) => findings.push(
+            Finding::error(format!(
+                "volume {:?} exists with other content; remove it or make it the projected token (audience {:?}, expirationSeconds {}, path token)",
+                identity::TOKEN_VOLUME,
+                token.audience,
+                token.expiration_seconds
+            ))
+            .field(format!("{base}.volumes[{i}]"))
+            .line(line(&volumes[i])),
+        ),
+        None => p.spec_changes = true,
+    }
+    let skip = names_in(obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION));
+    let mut lists = vec!["containers"];
+    if cfg.include_init_containers {
+        lists.push("initContainers");
+    }
+    for list in lists {
+        let containers = spec.get(list).and_then(Node::items).unwrap_or(&[]);
+        let mut chosen = Vec::new();
+        for (ci, c) in containers.iter().enumerate() {
+            if c.str_at(&["name"]).is_some_and(|n| skip.contains(n)) {
+                continue;
+            }
+            let at = format!("{base}.{list}[{ci}]");
+            p.spec_changes |= check_container(c, &at, findings);
+            chosen.push(ci);
+        }
+        p.containers.push((list, chosen));
+    }
+}
+
+/// Checks one container; returns whether it needs a mount or env var added.
+fn check_container(c: &Node, at: &str, findings: &mut Vec<Finding>) -> bool {
+    let mut needs = false;
+    let mounts = c.get("volumeMounts").and_then(Node::items).unwrap_or(&[]);
+    let mut has_mount = false;
+    for (mi, m) in mounts.iter().enumerate() {
+        let name = m.str_at(&["name"]);
+        let path = m.str_at(&["mountPath"]).map(|p| p.trim_end_matches('/'));
+        let ours = name == Some(identity::TOKEN_VOLUME);
+        if ours {
+            let read_only = m.get("readOnly").map(to_json) == Some(serde_json::Value::Bool(true));
+            if path == Some(identity::TOKEN_MOUNT_PATH) && read_only && m.get("subPath").is_none() {
+                has_mount = true;
+            } else {
+                findings.push(
+                    Finding::error(format!(
+                        "volume {:?} is mounted other than read-only at {}",
+                        identity::TOKEN_VOLUME,
+                        identity::TOKEN_MOUNT_PATH
+                    ))
+                    .field(format!("{at}.volumeMounts[{mi}]"))
+                    .line(m.line),
+                );
+            }
+        } else if path == Some(identity::TOKEN_MOUNT_PATH) {
+            findings.push(
+                Finding::error(format!(
+                    "volume {:?} is already mounted at {}, where the worker token goes; move it",
+                    name.unwrap_or(""),
+                    identity::TOKEN_MOUNT_PATH
+                ))
+                .field(format!("{at}.volumeMounts[{mi}]"))
+                .line(m.line),
+            );
+        }
+    }
+    needs |= !has_mount;
+    let env = c.get("env").and_then(Node::items).unwrap_or(&[]);
+    for (var, want) in identity::env_vars() {
+        match env.iter().position(|e| e.str_at(&["name"]) == Some(var)) {
+            Some(ei) => {
+                let e = &env[ei];
+                if e.str_at(&["value"]) != Some(want) || e.get("valueFrom").is_some() {
+                    findings.push(
+                        Finding::error(format!(
+                            "env {var} is already set to something else; it must be {want:?}"
+                        ))
+                        .field(format!("{at}.env[{ei}]"))
+                        .line(e.line),
+                    );
+                }
+            }
+            None => needs = true,
+        }
+    }
+    needs
+}
+
+/// A generated node: JSON-looking inside JSON documents, block YAML elsewhere.
+fn generated(v: &serde_json::Value, json_style: bool) -> Node {
+    let n = from_json(&conventional_order(&name_first(v)));
+    if json_style {
+        n.into_json_style()
+    } else {
+        n
+    }
+}
+
+/// k8s-openapi serializes fields alphabetically; people write apiVersion, kind,
+/// metadata first, and `name` first in any mapping that has one.
+fn name_first(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) if m.contains_key("name") => {
+            let mut out = serde_json::Map::new();
+            out.insert("name".into(), m["name"].clone());
+            out.extend(
+                m.iter()
+                    .filter(|(k, _)| *k != "name")
+                    .map(|(k, v)| (k.clone(), name_first(v))),
+            );
+            out.into()
+        }
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), name_first(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        serde_json::Value::Array(a) => a.iter().map(name_first).collect(),
+        other => other.clone(),
+    }
+}
+
+fn conventional_order(v: &serde_json::Value) -> serde_json::Value {
+    const FIRST: [&str; 7] = [
+        "apiVersion",
+        "kind",
+        "metadata",
+        "name",
+        "namespace",
+        "labels",
+        "annotations",
+    ];
+    match v {
+        serde_json::Value::Object(m) => {
+            let mut out = serde_json::Map::new();
+            for k in FIRST {
+                if let Some(x) = m.get(k) {
+                    out.insert(k.into(), conventional_order(x));
+                }
+            }
+            out.extend(
+                m.iter()
+                    .filter(|(k, _)| !FIRST.contains(&k.as_str()))
+                    .map(|(k, x)| (k.clone(), conventional_order(x))),
+            );
+            out.into()
+        }
+        other => other.clone(),
+    }
+}
+
+fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec) {
+    let mut next_index = next_free_indexes(batch);
+    for p in plans {
+        let mut trio_nodes = Vec::new();
+        if !p.missing.is_empty() {
+            let obj = batch.object(p.addr);
+            let krm = batch.sources[p.addr.source].kind == SourceKind::ResourceList;
+            let trio = identity::trio(&p.name, &p.owner);
+            for &i in &p.missing {
+                let mut node = generated(&trio[i], p.json_style);
+                if krm {
+                    annotate_like(&mut node, &obj, &mut next_index);
+                }
+                trio_nodes.push(node);
+            }
+        }
+        if p.spec_changes {
+            let root = batch.object_mut(p.addr);
+            let spec = root.path_mut(p.spec_path).expect("planned pod spec");
+            apply_pod_spec(spec, p, token);
+        }
+        if !trio_nodes.is_empty() {
+            batch.insert_after(p.addr, trio_nodes);
+        }
+    }
+    batch.commit_inserts();
+}
+
+fn apply_pod_spec(spec: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {
+    let js = p.json_style;
+    let scalar = |text: &str, style: Style| {
+        if js && style == Style::Plain && text.parse::<f64>().is_err() && text != "false" {
+            Node::scalar(text, Style::DoubleQuoted)
+        } else {
+            Node::scalar(text, style)
+        }
+    };
+    let name = if js {
+        Node::scalar(p.name.clone(), Style::DoubleQuoted)
+    } else {
+        Node::string(p.name.clone())
+    };
+    spec.set("serviceAccountName", name.clone());
+    if spec.get("serviceAccount").is_some_and(|v| !v.is_null()) {
+        spec.set("serviceAccount", name);
+    }
+    spec.set(
+        "automountServiceAccountToken",
+        scalar("false", Style::Plain),
+    );
+    let empty_seq = || {
+        if js {
+            Node::seq(vec![]).into_json_style()
+        } else {
+            Node::seq(vec![])
+        }
+    };
+    let volumes = spec.get_or_insert("volumes", empty_seq);
+    if let Some(items) = volumes.items_mut() {
+        if !items
+            .iter()
+            .any(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
+        {
+            items.push(generated(&identity::token_volume(token), js));
+        }
+    }
+    for (list, indexes) in &p.containers {
+        let Some(containers) = spec.get_mut(list).and_then(Node::items_mut) else {
+            continue;
+        };
+        for &ci in indexes {
+            let c = &mut containers[ci];
+            let mounts = c.get_or_insert("volumeMounts", empty_seq);
+            if let Some(items) = mounts.items_mut() {
+                if !items
+                    .iter()
+                    .any(|m| m.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
+                {
+                    items.push(generated(&identity::token_mount(), js));
+                }
+            }
+            let env = c.get_or_insert("env", empty_seq);
+            if let Some(items) = env.items_mut() {
+                for (var, value) in identity::env_vars() {
+                    if !items.iter().any(|e| e.str_at(&["name"]) == Some(var)) {
+                        items.push(generated(&identity::env_var(var, value), js));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Per file, the next index annotation value free after every existing item.
+fn next_free_indexes(batch: &Batch) -> BTreeMap<String, usize> {
+    let mut next = BTreeMap::new();
+    for obj in batch.objects() {
+        let loc = obj.location();
+        if let (Some(file), Some(index)) = (loc.file, loc.index) {
+            let e = next.entry(file).or_insert(0);
+            *e = (*e).max(index + 1);
+        }
+    }
+    next
+}
+
+/// Gives a generated item its workload's file and a fresh index in that file, so kpt
+/// writes it beside its workload.
+fn annotate_like(node: &mut Node, workload: &Object, next_index: &mut BTreeMap<String, usize>) {
+    let Some(file) = PATH_ANNOTATIONS.iter().find_map(|a| workload.annotation(a)) else {
+        return;
+    };
+    let index = next_index.entry(file.to_string()).or_insert(0);
+    let annotations = node
+        .path_mut(&["metadata", "annotations"])
+        .expect("generated objects have annotations");
+    for key in PATH_ANNOTATIONS {
+        if workload.annotation(key).is_some() {
+            annotations.set(key, Node::string(file));
+        }
+    }
+    for key in INDEX_ANNOTATIONS {
+        if workload.annotation(key).is_some() {
+            annotations.set(key, Node::scalar(index.to_string(), Style::DoubleQuoted));
+        }
+    }
+    *index += 1;
+}

@@ -1,0 +1,14 @@
+//! kubectl-nvcf-worker: NVCF worker identity for Kubernetes manifests and clusters.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod guard;
+pub mod identity;
+pub mod inject;
+pub mod krm;
+pub mod manifest;
+pub mod report;
+pub mod selector;
+pub mod workload;

@@ -1,0 +1,551 @@
+//! YAML bytes to documents of `Node`s, decoding the way kubectl does.
+//!
+//! libyaml-safer (a safe port of libyaml) gives events with each scalar's text and
+//! style; this module builds the tree from them without recursion, so hostile nesting
+//! cannot overflow the stack, and enforces kubectl's strict decoding: duplicate keys
+//! are errors, merge keys (`<<`) and aliases are expanded (within a budget that stops
+//! "billion laughs") before any decision is made.
+
+use std::collections::HashMap;
+
+use libyaml_safer::{EventData, MappingStyle, Parser, ScalarStyle, SequenceStyle};
+
+use super::node::{Node, Props, Scalar, Style, Value};
+
+/// Deeper than any real manifest; keeps every recursive walk over a tree shallow.
+pub const MAX_DEPTH: usize = 200;
+/// Nodes that alias expansion may create beyond the document's own, per document.
+pub const ALIAS_BUDGET: usize = 1_000_000;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum YamlError {
+    #[error("invalid YAML: {problem} (line {line}, column {column})")]
+    Syntax {
+        problem: String,
+        line: u32,
+        column: u32,
+    },
+    #[error("duplicate key {key:?} (line {line}; first at line {first_line}); kubectl's strict decoding rejects it")]
+    DuplicateKey {
+        key: String,
+        line: u32,
+        first_line: u32,
+    },
+    #[error("nesting deeper than {MAX_DEPTH} levels (line {line})")]
+    TooDeep { line: u32 },
+    #[error("aliases expand to more than {ALIAS_BUDGET} nodes (line {line}): refusing a possible alias bomb")]
+    AliasBomb { line: u32 },
+    #[error("alias *{name} refers to no anchor defined before it (line {line})")]
+    UnknownAnchor { name: String, line: u32 },
+    #[error("merge key `<<` must merge a mapping or a list of mappings (line {line})")]
+    BadMerge { line: u32 },
+    #[error("key {key:?} (line {line}) is set before a merge key `<<` that sets it too; YAML decoders disagree on which wins, so it is refused")]
+    AmbiguousMerge { key: String, line: u32 },
+}
+
+impl YamlError {
+    pub fn line(&self) -> u32 {
+        match self {
+            YamlError::Syntax { line, .. }
+            | YamlError::DuplicateKey { line, .. }
+            | YamlError::TooDeep { line }
+            | YamlError::AliasBomb { line }
+            | YamlError::UnknownAnchor { line, .. }
+            | YamlError::BadMerge { line }
+            | YamlError::AmbiguousMerge { line, .. } => *line,
+        }
+    }
+}
+
+/// One YAML document of a stream.
+#[derive(Clone, Debug)]
+pub struct Document {
+    /// The tree as written, with anchors and aliases: what is emitted when untouched.
+    pub root: Node,
+    /// The tree as kubectl reads it (aliases and merge keys expanded), when it differs.
+    pub resolved: Option<Node>,
+    pub explicit_start: bool,
+    pub explicit_end: bool,
+    /// 0-based position of the document in its stream, counting empty ones.
+    pub index: usize,
+    /// 1-based line of the document's start.
+    pub line: u32,
+}
+
+impl Document {
+    pub fn new(root: Node) -> Document {
+        Document {
+            root,
+            resolved: None,
+            explicit_start: true,
+            explicit_end: false,
+            index: 0,
+            line: 0,
+        }
+    }
+
+    /// The tree every decision reads: what kubectl would see.
+    pub fn view(&self) -> &Node {
+        self.resolved.as_ref().unwrap_or(&self.root)
+    }
+
+    /// The tree to edit. A document with aliases is edited in its expanded form, so
+    /// changing one object never changes another that shared an anchored node.
+    pub fn edit(&mut self) -> &mut Node {
+        if let Some(resolved) = self.resolved.take() {
+            self.root = resolved;
+        }
+        &mut self.root
+    }
+
+    /// True for `---` with nothing after it, or a document of only comments.
+    pub fn is_empty(&self) -> bool {
+        self.view().is_null()
+    }
+}
+
+/// A parse failure with the document it happened in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParseError {
+    pub index: usize,
+    pub error: YamlError,
+}
+
+fn line_of(mark: libyaml_safer::Mark) -> u32 {
+    (mark.line + 1) as u32
+}
+
+fn syntax_error(err: &libyaml_safer::Error, input: &[u8]) -> YamlError {
+    let (line, column) = match err.problem_mark() {
+        Some(m) => (line_of(m), (m.column + 1) as u32),
+        None => {
+            // Reader errors (bad UTF-8) carry no mark; find the first bad byte.
+            let offset = std::str::from_utf8(input)
+                .err()
+                .map_or(input.len(), |e| e.valid_up_to());
+            let before = &input[..offset];
+            let line = before.iter().filter(|&&b| b == b'\n').count() as u32 + 1;
+            let column = (offset
+                - before
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1)) as u32
+                + 1;
+            (line, column)
+        }
+    };
+    let problem = match err.context() {
+        Some(ctx) => format!("{}, {}", err.problem(), ctx),
+        None => err.problem().to_string(),
+    };
+    YamlError::Syntax {
+        problem,
+        line,
+        column,
+    }
+}
+
+fn style_of(s: ScalarStyle) -> Style {
+    match s {
+        ScalarStyle::SingleQuoted => Style::SingleQuoted,
+        ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+        ScalarStyle::Literal => Style::Literal,
+        ScalarStyle::Folded => Style::Folded,
+        _ => Style::Plain,
+    }
+}
+
+fn props(anchor: Option<String>, tag: Option<String>) -> Option<Box<Props>> {
+    if anchor.is_none() && tag.is_none() {
+        None
+    } else {
+        Some(Box::new(Props { anchor, tag }))
+    }
+}
+
+struct Frame {
+    node: Node,
+    key: Option<Node>,
+}
+
+/// Parses a whole stream. Empty documents are kept (callers skip them) so that
+/// document indexes match what a reader of the file counts.
+pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
+    let mut parser = Parser::new();
+    let mut slice = input;
+    parser.set_input_string(&mut slice);
+    let mut docs = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Node> = None;
+    let mut doc_start = (false, 0u32);
+    let mut has_refs = false;
+    loop {
+        let index = docs.len();
+        let event = parser.parse().map_err(|e| ParseError {
+            index,
+            error: syntax_error(&e, input),
+        })?;
+        let line = line_of(event.start_mark);
+        let fail = |error| ParseError { index, error };
+        let complete = match event.data {
+            EventData::StreamStart { .. } => continue,
+            EventData::StreamEnd => break,
+            EventData::DocumentStart { implicit, .. } => {
+                doc_start = (!implicit, line);
+                has_refs = false;
+                continue;
+            }
+            EventData::DocumentEnd { implicit } => {
+                let root = root
+                    .take()
+                    .unwrap_or_else(|| Node::scalar("", Style::Plain));
+                let resolved = if has_refs {
+                    Some(resolve_refs(&root).map_err(fail)?)
+                } else {
+                    None
+                };
+                docs.push(Document {
+                    root,
+                    resolved,
+                    explicit_start: doc_start.0,
+                    explicit_end: !implicit,
+                    index,
+                    line: doc_start.1,
+                });
+                continue;
+            }
+            EventData::Alias { anchor } => {
+                has_refs = true;
+                Node {
+                    value: Value::Alias(anchor),
+                    line,
+                    props: None,
+                }
+            }
+            EventData::Scalar {
+                anchor,
+                tag,
+                value,
+                style,
+                ..
+            } => Node {
+                value: Value::Scalar(Scalar {
+                    text: value,
+                    style: style_of(style),
+                }),
+                line,
+                props: props(anchor, tag),
+            },
+            EventData::SequenceStart {
+                anchor, tag, style, ..
+            } => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(fail(YamlError::TooDeep { line }));
+                }
+                let flow = style == SequenceStyle::Flow;
+                let node = Node {
+                    value: Value::Seq {
+                        items: Vec::new(),
+                        flow,
+                    },
+                    line,
+                    props: props(anchor, tag),
+                };
+                stack.push(Frame { node, key: None });
+                continue;
+            }
+            EventData::MappingStart {
+                anchor, tag, style, ..
+            } => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(fail(YamlError::TooDeep { line }));
+                }
+                let flow = style == MappingStyle::Flow;
+                let node = Node {
+                    value: Value::Map {
+                        entries: Vec::new(),
+                        flow,
+                    },
+                    line,
+                    props: props(anchor, tag),
+                };
+                stack.push(Frame { node, key: None });
+                continue;
+            }
+            EventData::SequenceEnd => stack.pop().expect("balanced events").node,
+            EventData::MappingEnd => {
+                let node = stack.pop().expect("balanced events").node;
+                if let Some(entries) = node.entries() {
+                    check_duplicate_keys(entries).map_err(fail)?;
+                    has_refs |= entries.iter().any(|(k, _)| is_merge_key(k));
+                }
+                node
+            }
+        };
+        match stack.last_mut() {
+            None => root = Some(complete),
+            Some(frame) => match &mut frame.node.value {
+                Value::Seq { items, .. } => items.push(complete),
+                Value::Map { entries, .. } => match frame.key.take() {
+                    None => frame.key = Some(complete),
+                    Some(key) => entries.push((key, complete)),
+                },
+                _ => unreachable!("only collections are stacked"),
+            },
+        }
+    }
+    Ok(docs)
+}
+
+fn is_merge_key(k: &Node) -> bool {
+    matches!(&k.value, Value::Scalar(s) if s.style == Style::Plain && s.text == "<<")
+        && k.tag().is_none()
+}
+
+/// Key identity as Kubernetes sees it: every key becomes a JSON string of its text.
+fn key_text(k: &Node) -> Option<&str> {
+    k.text()
+}
+
+fn check_duplicate_keys(entries: &[(Node, Node)]) -> Result<(), YamlError> {
+    let dup = |k: &Node, first: &Node| YamlError::DuplicateKey {
+        key: key_text(k).unwrap_or("").to_string(),
+        line: k.line,
+        first_line: first.line,
+    };
+    let keyed = |k: &Node| key_text(k).is_some() && !is_merge_key(k);
+    if entries.len() <= 16 {
+        for (i, (k, _)) in entries.iter().enumerate() {
+            if !keyed(k) {
+                continue;
+            }
+            if let Some((first, _)) = entries[..i]
+                .iter()
+                .find(|(f, _)| keyed(f) && key_text(f) == key_text(k))
+            {
+                return Err(dup(k, first));
+            }
+        }
+    } else {
+        let mut seen: HashMap<&str, &Node> = HashMap::with_capacity(entries.len());
+        for (k, _) in entries.iter().filter(|(k, _)| keyed(k)) {
+            if let Some(first) = seen.insert(key_text(k).unwrap(), k) {
+                return Err(dup(k, first));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Expands aliases and merge keys into a tree without references.
+fn resolve_refs(root: &Node) -> Result<Node, YamlError> {
+    let mut anchors: HashMap<String, Node> = HashMap::new();
+    let mut budget = ALIAS_BUDGET;
+    expand(root, &mut anchors, &mut budget, 0)
+}
+
+fn count_nodes(n: &Node) -> usize {
+    1 + match &n.value {
+        Value::Seq { items, .. } => items.iter().map(count_nodes).sum(),
+        Value::Map { entries, .. } => entries
+            .iter()
+            .map(|(k, v)| count_nodes(k) + count_nodes(v))
+            .sum(),
+        _ => 0,
+    }
+}
+
+fn expand(
+    n: &Node,
+    anchors: &mut HashMap<String, Node>,
+    budget: &mut usize,
+    depth: usize,
+) -> Result<Node, YamlError> {
+    if depth > MAX_DEPTH {
+        return Err(YamlError::TooDeep { line: n.line });
+    }
+    let out = match &n.value {
+        Value::Alias(name) => {
+            let target = anchors.get(name).ok_or_else(|| YamlError::UnknownAnchor {
+                name: name.clone(),
+                line: n.line,
+            })?;
+            let size = count_nodes(target);
+            *budget = budget
+                .checked_sub(size)
+                .ok_or(YamlError::AliasBomb { line: n.line })?;
+            let mut copy = target.clone();
+            copy.line = n.line;
+            return Ok(copy);
+        }
+        Value::Scalar(s) => Node {
+            value: Value::Scalar(s.clone()),
+            line: n.line,
+            props: strip_anchor(n),
+        },
+        Value::Seq { items, flow } => {
+            let items = items
+                .iter()
+                .map(|i| expand(i, anchors, budget, depth + 1))
+                .collect::<Result<_, _>>()?;
+            Node {
+                value: Value::Seq { items, flow: *flow },
+                line: n.line,
+                props: strip_anchor(n),
+            }
+        }
+        Value::Map { entries, flow } => {
+            let mut explicit: Vec<(Node, Node)> = Vec::with_capacity(entries.len());
+            let mut merged: Vec<(Node, Node)> = Vec::new();
+            for (k, v) in entries {
+                let v = expand(v, anchors, budget, depth + 1)?;
+                if is_merge_key(k) {
+                    let sources = match &v.value {
+                        Value::Map { .. } => vec![v],
+                        Value::Seq { items, .. } if items.iter().all(Node::is_map) => items.clone(),
+                        _ => return Err(YamlError::BadMerge { line: k.line }),
+                    };
+                    // Earlier explicit keys that a merge would set: decoders disagree.
+                    for src in &sources {
+                        for (mk, _) in src.entries().unwrap_or(&[]) {
+                            if let Some((ek, _)) =
+                                explicit.iter().find(|(ek, _)| ek.text() == mk.text())
+                            {
+                                return Err(YamlError::AmbiguousMerge {
+                                    key: ek.text().unwrap_or("").into(),
+                                    line: ek.line,
+                                });
+                            }
+                        }
+                    }
+                    // In a list of merged maps the first one wins (YAML merge spec).
+                    for src in sources {
+                        for (mk, mv) in src.entries().unwrap_or(&[]).iter() {
+                            if !merged.iter().any(|(k2, _)| k2.text() == mk.text()) {
+                                merged.push((mk.clone(), mv.clone()));
+                            }
+                        }
+                    }
+                } else {
+                    explicit.push((expand(k, anchors, budget, depth + 1)?, v));
+                }
+            }
+            // Explicit keys override merged ones; merged keys go first, where `<<` was.
+            merged.retain(|(mk, _)| !explicit.iter().any(|(ek, _)| ek.text() == mk.text()));
+            merged.extend(explicit);
+            Node {
+                value: Value::Map {
+                    entries: merged,
+                    flow: *flow,
+                },
+                line: n.line,
+                props: strip_anchor(n),
+            }
+        }
+    };
+    if let Some(anchor) = n.anchor() {
+        anchors.insert(anchor.to_string(), out.clone());
+    }
+    Ok(out)
+}
+
+/// The expanded tree has no aliases, so anchors would only be noise.
+fn strip_anchor(n: &Node) -> Option<Box<Props>> {
+    n.props.as_ref().and_then(|p| p.tag.clone()).map(|tag| {
+        Box::new(Props {
+            anchor: None,
+            tag: Some(tag),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(src: &str) -> Document {
+        let mut docs = parse_stream(src.as_bytes()).unwrap();
+        assert_eq!(docs.len(), 1);
+        docs.remove(0)
+    }
+
+    #[test]
+    fn keeps_text_style_and_lines() {
+        let d = one("a: 0777\nb: \"yes\"\nc:\n- 1e3\n");
+        let v = d.view();
+        assert_eq!(v.get("a").unwrap().as_scalar().unwrap().text, "0777");
+        assert_eq!(
+            v.get("b").unwrap().as_scalar().unwrap().style,
+            Style::DoubleQuoted
+        );
+        assert_eq!(v.get("c").unwrap().line, 4);
+        assert!(d.resolved.is_none());
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_with_both_lines() {
+        let err = parse_stream(b"---\na: 1\n---\nx: 1\ny: 2\nx: 3\n").unwrap_err();
+        assert_eq!(err.index, 1);
+        assert_eq!(
+            err.error,
+            YamlError::DuplicateKey {
+                key: "x".into(),
+                line: 6,
+                first_line: 4
+            }
+        );
+    }
+
+    #[test]
+    fn merge_keys_expand_with_explicit_keys_winning() {
+        let d = one("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3\n");
+        let m = d.view().get("m").unwrap();
+        assert_eq!(m.get("x").unwrap().text(), Some("1"));
+        assert_eq!(m.get("y").unwrap().text(), Some("3"));
+        assert!(m.get("<<").is_none());
+        // The tree as written keeps the alias for faithful output.
+        assert!(d.root.get("m").unwrap().get("<<").is_some());
+    }
+
+    #[test]
+    fn explicit_key_before_merge_is_ambiguous() {
+        let err = parse_stream(b"b: &b {y: 2}\nm:\n  y: 3\n  <<: *b\n").unwrap_err();
+        assert!(
+            matches!(err.error, YamlError::AmbiguousMerge { .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn alias_bomb_is_refused_quickly() {
+        let mut src = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            src.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let start = std::time::Instant::now();
+        let err = parse_stream(src.as_bytes()).unwrap_err();
+        assert!(matches!(err.error, YamlError::AliasBomb { .. }), "{err:?}");
+        assert!(start.elapsed().as_secs() < 2);
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let src = "[".repeat(100_000);
+        let err = parse_stream(src.as_bytes()).unwrap_err();
+        assert!(matches!(err.error, YamlError::TooDeep { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn unknown_anchor_and_bad_utf8_give_positions() {
+        assert!(matches!(
+            parse_stream(b"a: *nope\n").unwrap_err().error,
+            YamlError::UnknownAnchor { .. }
+        ));
+        let err = parse_stream(b"a: 1\nb: \xff\xfe\n").unwrap_err();
+        match err.error {
+            YamlError::Syntax { line, .. } => assert_eq!(line, 2),
+            e => panic!("{e:?}"),
+        }
+    }
+}

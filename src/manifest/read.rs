@@ -1,0 +1,143 @@
+//! Gathering input: files, directories (recursively: .yaml, .yml, .json) and stdin,
+//! parsed into sources whose documents are checked to be Kubernetes objects.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::batch::{is_list, Source, SourceKind};
+use super::node::Node;
+use super::parse::parse_stream;
+use crate::error::{Error, Result};
+
+pub const STDIN: &str = "<stdin>";
+
+pub struct Input {
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+fn is_manifest(p: &Path) -> bool {
+    matches!(
+        p.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+/// Expands paths (`-` is stdin; directories are walked in name order, following
+/// symlinks but never twice into the same directory) and reads every file.
+pub fn gather(paths: &[String]) -> Result<Vec<Input>> {
+    let mut files = Vec::new();
+    let mut seen_dirs = HashSet::new();
+    for p in paths {
+        if p == "-" {
+            files.push(None);
+            continue;
+        }
+        let path = PathBuf::from(p);
+        let meta = std::fs::metadata(&path).map_err(|e| Error::io(p, e))?;
+        if meta.is_dir() {
+            walk(&path, &mut files, &mut seen_dirs)?;
+        } else {
+            files.push(Some(path));
+        }
+    }
+    files
+        .into_iter()
+        .map(|f| match f {
+            None => {
+                let mut bytes = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| Error::io(STDIN, e))?;
+                Ok(Input {
+                    name: STDIN.into(),
+                    bytes,
+                })
+            }
+            Some(path) => {
+                let name = path.display().to_string();
+                let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+                Ok(Input { name, bytes })
+            }
+        })
+        .collect()
+}
+
+fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf>) -> Result<()> {
+    let real = std::fs::canonicalize(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    if !seen.insert(real) {
+        return Ok(()); // a symlink loop, or the same directory twice
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir.display().to_string(), e))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| Error::io(dir.display().to_string(), e))?;
+    entries.sort();
+    for path in entries {
+        let meta =
+            std::fs::metadata(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        if meta.is_dir() {
+            walk(&path, files, seen)?;
+        } else if is_manifest(&path) {
+            files.push(Some(path));
+        }
+    }
+    Ok(())
+}
+
+/// Why a document cannot be treated as a Kubernetes object, if it cannot.
+pub fn object_problem(n: &Node) -> Option<String> {
+    if !n.is_map() {
+        return Some("document is not a mapping (a Kubernetes object)".into());
+    }
+    if is_list(n) && n.get("items").and_then(Node::items).is_none() {
+        return Some("List has no items list".into());
+    }
+    match (n.str_at(&["apiVersion"]), n.str_at(&["kind"])) {
+        (Some(a), Some(k)) if !a.is_empty() && !k.is_empty() => None,
+        (None, _) | (Some(""), _) => Some("missing apiVersion".into()),
+        _ => Some("missing kind".into()),
+    }
+}
+
+/// Parses one input into a stream source, checking every document (and every item
+/// of a List) is an object.
+pub fn load(input: Input) -> Result<Source> {
+    let docs = parse_stream(&input.bytes).map_err(|e| Error::Yaml {
+        file: input.name.clone(),
+        doc: e.index + 1,
+        source: e.error,
+    })?;
+    for d in docs.iter().filter(|d| !d.is_empty()) {
+        let invalid = |line, message| Error::Invalid {
+            file: input.name.clone(),
+            doc: d.index + 1,
+            line,
+            message,
+        };
+        let root = d.view();
+        if let Some(problem) = object_problem(root) {
+            return Err(invalid(d.line.max(root.line), problem));
+        }
+        if is_list(root) {
+            for (i, item) in root
+                .get("items")
+                .and_then(Node::items)
+                .unwrap_or(&[])
+                .iter()
+                .enumerate()
+            {
+                if let Some(problem) = object_problem(item) {
+                    return Err(invalid(item.line, format!("items[{i}]: {problem}")));
+                }
+            }
+        }
+    }
+    Ok(Source {
+        name: input.name,
+        kind: SourceKind::Stream,
+        docs,
+    })
+}
