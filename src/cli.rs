@@ -52,6 +52,25 @@ pub enum Command {
         after_help = "Example:\n  kubectl nvcf-worker install-kustomize-plugin && kubectl kustomize --enable-alpha-plugins overlay/"
     )]
     InstallKustomizePlugin(InstallPluginArgs),
+    /// List worker identities (ServiceAccount, Role, RoleBinding nvcf-worker-*) and their owners.
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker list -n team-a\n  kubectl nvcf-worker list -A -o yaml"
+    )]
+    List(crate::live::ListArgs),
+    /// Delete orphaned and partial worker identities (prints the plan unless --yes).
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker cleanup -A\n  kubectl nvcf-worker cleanup -A --dry-run=server\n  \
+        kubectl nvcf-worker cleanup -n team-a --min-age 1h --yes"
+    )]
+    Cleanup(crate::live::CleanupArgs),
+    /// Apply the guard's rules to live objects and check worker pods' tokens and env.
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker audit -A --cluster-id prod-1\n  kubectl nvcf-worker audit -n team-a -o json"
+    )]
+    Audit(crate::live::AuditArgs),
+    /// Print the WorkerAuth JSON the NVCF agent derives for a pod.
+    #[command(after_help = "Example:\n  kubectl nvcf-worker describe my-pod-0 -n team-a")]
+    Describe(crate::live::DescribeArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  source <(kubectl-nvcf-worker completion bash)")]
     Completion { shell: clap_complete::Shell },
@@ -228,10 +247,14 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 .read_to_end(&mut input)
                 .map_err(|e| Error::io("<stdin>", e))?;
             if input.iter().all(u8::is_ascii_whitespace) {
-                return Err(Error::Usage(
-                    "empty input: expected a ResourceList on stdin (or a subcommand; see --help)"
-                        .into(),
-                ));
+                return Err(Error::Invalid {
+                    file: "<stdin>".into(),
+                    doc: 1,
+                    line: 1,
+                    message:
+                        "empty input: expected a ResourceList on stdin (or a subcommand; see --help)"
+                            .into(),
+                });
             }
             let out = krm::run_resource_list(&input)?;
             stdout
@@ -245,6 +268,11 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
         }
         Some(Command::Inject(args)) => {
             let cfg = args.config()?;
+            if cfg.mode == crate::config::Mode::Validate {
+                return Err(Error::Usage(
+                    "the config has mode: validate; run `kubectl nvcf-worker validate`, or use it as a kpt or kustomize validator".into(),
+                ));
+            }
             let paths = paths_or_stdin(args.files.clone(), &args.paths);
             commands::inject(&paths, &cfg, args.output, stdout, stderr)
         }
@@ -254,6 +282,10 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
             stdout,
         ),
         Some(Command::InstallKustomizePlugin(args)) => install_plugin(args, stdout),
+        Some(Command::List(args)) => crate::live::run_list(args, stdout),
+        Some(Command::Cleanup(args)) => crate::live::run_cleanup(args, stdout, stderr),
+        Some(Command::Audit(args)) => crate::live::run_audit(args, stdout),
+        Some(Command::Describe(args)) => crate::live::run_describe(args, stdout),
         Some(Command::Completion { shell }) => {
             clap_complete::generate(shell, &mut Cli::command(), "kubectl-nvcf-worker", stdout);
             Ok(())
@@ -286,6 +318,7 @@ fn report(e: &Error, stderr: &mut dyn Write) -> i32 {
 
 /// The process entry point shared by both binary names.
 pub fn main() -> i32 {
+    commands::exit_after_command();
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

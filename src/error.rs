@@ -35,6 +35,14 @@ pub enum Error {
     Reported { errors: usize },
     #[error("{0}")]
     Live(String),
+    /// The cluster refused a call: names the permission the account lacks.
+    #[error("forbidden: the account may not {verb} {resource}{} (grant RBAC verb {verb:?} on {resource:?}): {message}", namespace.as_ref().map(|ns| format!(" in namespace {ns:?}")).unwrap_or_default())]
+    Forbidden {
+        verb: String,
+        resource: String,
+        namespace: Option<String>,
+        message: String,
+    },
 }
 
 impl Error {

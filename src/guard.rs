@@ -208,7 +208,15 @@ fn check_pod_specs(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Fin
 
 /// Key spelled with extra spaces, other case, invisible or look-alike Unicode.
 fn lookalike_of(key: &str) -> Option<&'static str> {
-    const CONFUSABLES: [(char, char); 12] = [
+    const CONFUSABLES: [(char, char); 19] = [
+        // Greek and Armenian small letters (Greek capital `Α` lowercases to `α`).
+        ('α', 'a'),
+        ('ο', 'o'),
+        ('ι', 'i'),
+        ('ϲ', 'c'),
+        ('υ', 'u'),
+        ('օ', 'o'),
+        ('ս', 'u'),
         ('а', 'a'),
         ('е', 'e'),
         ('о', 'o'),
@@ -222,6 +230,13 @@ fn lookalike_of(key: &str) -> Option<&'static str> {
         ('ո', 'n'),
         ('ı', 'i'),
     ];
+    let plain = |c: char| match c {
+        '\u{ff01}'..='\u{ff5e}' => char::from_u32(c as u32 - 0xfee0).unwrap_or(c),
+        _ => CONFUSABLES
+            .iter()
+            .find(|(u, _)| *u == c)
+            .map_or(c, |(_, a)| *a),
+    };
     let norm: String = key
         .chars()
         .filter(|c| {
@@ -231,14 +246,11 @@ fn lookalike_of(key: &str) -> Option<&'static str> {
                     '\u{200b}'..='\u{200f}' | '\u{2060}' | '\u{feff}' | '\u{00ad}'
                 )
         })
-        .map(|c| match c {
-            '\u{ff01}'..='\u{ff5e}' => char::from_u32(c as u32 - 0xfee0).unwrap_or(c),
-            _ => CONFUSABLES
-                .iter()
-                .find(|(u, _)| *u == c)
-                .map_or(c, |(_, a)| *a),
-        })
+        .map(plain)
+        // Again after lowercasing: a capital look-alike (Cyrillic `А`) lowercases to
+        // a small one (`а`) that only then maps to ASCII.
         .flat_map(char::to_lowercase)
+        .map(plain)
         .collect();
     ["serviceAccountName", "serviceAccount"]
         .into_iter()
@@ -284,7 +296,8 @@ fn check_binding(obj: &Object, out: &mut Vec<Finding>) {
                 Finding::error(format!("{} grants to user {name:?}, which is a worker account; bind another subject", obj.kind())).rule(BINDING_TO_WORKER),
                 out,
             ),
-            "Group" if name == "system:serviceaccounts" || name.starts_with("system:serviceaccounts:") => push(
+            // system:authenticated holds every account with a token, workers included.
+            "Group" if name == "system:serviceaccounts" || name.starts_with("system:serviceaccounts:") || name == "system:authenticated" => push(
                 Finding::warning(format!("group {name:?} includes every worker account in its scope; grant to specific ServiceAccounts instead"))
                     .rule(GROUP_INCLUDES_WORKERS),
                 out,

@@ -181,7 +181,11 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
             location: if f.location.file.is_some() {
                 f.location
             } else {
-                ctx.location.clone()
+                // Keep the line of the field the finding is about.
+                crate::report::Location {
+                    line: f.location.line.or(ctx.location.line),
+                    ..ctx.location.clone()
+                }
             },
             ..f
         }));

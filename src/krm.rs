@@ -100,6 +100,11 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
         },
     }
     let exit_code = if report::has_errors(&findings) { 1 } else { 0 };
+    // Lines here count inside the ResourceList kpt built, not in the user's file:
+    // the file, index and field path locate a result; a wrong line would mislead.
+    for f in &mut findings {
+        f.location.line = None;
+    }
     let mut doc = batch.sources.remove(0).docs.remove(0);
     if !findings.is_empty() {
         let json_style = doc.view().is_flow();
@@ -114,7 +119,17 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
                 }
             })
             .collect();
-        let root = doc.edit();
+        // Adding `results` touches no item: keep the items as written (anchors and
+        // merge keys too) unless `results` itself is an alias that must be expanded.
+        let results_alias = doc
+            .root
+            .get("results")
+            .is_some_and(|r| matches!(r.value, crate::manifest::Value::Alias(_)));
+        let root = if results_alias {
+            doc.edit()
+        } else {
+            &mut doc.root
+        };
         let existing = root.get_or_insert("results", || Node::seq(vec![]));
         if let Some(items) = existing.items_mut() {
             items.extend(results);
@@ -124,6 +139,7 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
     let mut w = YamlWriter::new(&mut stdout);
     w.document(&doc);
     w.finish();
+    crate::commands::release(doc);
     Ok(FnOutput { stdout, exit_code })
 }
 

@@ -8,6 +8,7 @@ pub mod guard;
 pub mod identity;
 pub mod inject;
 pub mod krm;
+pub mod live;
 pub mod manifest;
 pub mod report;
 pub mod selector;

@@ -68,26 +68,54 @@ pub fn find_pod_specs(obj: &Node) -> Vec<(String, &Node)> {
     out
 }
 
-fn walk<'a>(n: &'a Node, path: &mut Vec<String>, out: &mut Vec<(String, &'a Node)>) {
+/// One step of a field path; the dotted string is only built for what is found, so
+/// walking every node of a large stream allocates nothing.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn render(path: &[Step]) -> String {
+    let mut s = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Step::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+fn walk<'a>(n: &'a Node, path: &mut Vec<Step<'a>>, out: &mut Vec<(String, &'a Node)>) {
     if let Some(entries) = n.entries() {
         if looks_like_pod_spec(n)
             || n.get("serviceAccountName").is_some()
             || n.get("serviceAccount").is_some()
         {
-            out.push((path.join("."), n));
+            out.push((render(path), n));
         }
         for (k, v) in entries {
-            path.push(k.text().unwrap_or("?").to_string());
+            if v.as_scalar().is_some() {
+                continue; // nothing below a scalar
+            }
+            path.push(Step::Key(k.text().unwrap_or("?")));
             walk(v, path, out);
             path.pop();
         }
     } else if let Some(items) = n.items() {
         for (i, v) in items.iter().enumerate() {
-            let last = path.pop().unwrap_or_default();
-            path.push(format!("{last}[{i}]"));
+            if v.as_scalar().is_some() {
+                continue;
+            }
+            path.push(Step::Index(i));
             walk(v, path, out);
             path.pop();
-            path.push(last);
         }
     }
 }

@@ -20,6 +20,10 @@ fn scalar_style(s: Style) -> ScalarStyle {
 /// Streams YAML documents into a byte buffer.
 pub struct YamlWriter<'w> {
     emitter: Emitter<'w>,
+    /// Flow collections open around the node being written.
+    flow_depth: usize,
+    /// The node being written is a mapping key.
+    key: bool,
 }
 
 /// Emitter failures mean a tree this tool built is malformed: a bug, not bad input.
@@ -37,7 +41,11 @@ impl<'w> YamlWriter<'w> {
         emitter.set_width(-1);
         emitter.set_unicode(true);
         emitted(emitter.emit(Event::stream_start(Encoding::Utf8)));
-        YamlWriter { emitter }
+        YamlWriter {
+            emitter,
+            flow_depth: 0,
+            key: false,
+        }
     }
 
     pub fn document(&mut self, doc: &Document) {
@@ -56,18 +64,32 @@ impl<'w> YamlWriter<'w> {
     pub fn node(&mut self, n: &Node) {
         let anchor = n.anchor();
         let tag = n.tag();
+        let is_key = std::mem::take(&mut self.key);
         let event = match &n.value {
             Value::Alias(name) => Event::alias(name),
             Value::Scalar(s) => {
                 let implicit = tag.is_none();
-                Event::scalar(
-                    anchor,
-                    tag,
-                    &s.text,
-                    implicit,
-                    implicit,
-                    scalar_style(s.style),
-                )
+                // libyaml cannot write an empty plain scalar inside a flow collection
+                // and would quote it, turning a null (`{a: , b}`) into "": write `~`.
+                // (Keys compare by text, so an empty key stays `''`.)
+                let text = if s.text.is_empty()
+                    && s.style == Style::Plain
+                    && implicit
+                    && self.flow_depth > 0
+                    && !is_key
+                {
+                    "~"
+                } else {
+                    &s.text
+                };
+                // libyaml-safer's folded writer loses line breaks inside the text
+                // (`x\ny` comes back `x y`, `x\n y` as `x\n\n y`): a folded scalar
+                // with a line break before its end is written literal, text exact.
+                let style = match s.style {
+                    Style::Folded if s.text.trim_end_matches('\n').contains('\n') => Style::Literal,
+                    style => style,
+                };
+                Event::scalar(anchor, tag, text, implicit, implicit, scalar_style(style))
             }
             Value::Seq { items, flow } => {
                 let style = if *flow {
@@ -81,9 +103,11 @@ impl<'w> YamlWriter<'w> {
                     tag.is_none(),
                     style,
                 )));
+                self.flow_depth += usize::from(*flow);
                 for item in items {
                     self.node(item);
                 }
+                self.flow_depth -= usize::from(*flow);
                 Event::sequence_end()
             }
             Value::Map { entries, flow } => {
@@ -96,10 +120,13 @@ impl<'w> YamlWriter<'w> {
                     self.emitter
                         .emit(Event::mapping_start(anchor, tag, tag.is_none(), style)),
                 );
+                self.flow_depth += usize::from(*flow);
                 for (k, v) in entries {
+                    self.key = true;
                     self.node(k);
                     self.node(v);
                 }
+                self.flow_depth -= usize::from(*flow);
                 Event::mapping_end()
             }
         };
@@ -142,17 +169,32 @@ pub fn to_json(n: &Node) -> serde_json::Value {
             Resolved::Int(i) => J::from(i),
             Resolved::UInt(u) => J::from(u),
             Resolved::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
-            Resolved::Timestamp | Resolved::Str => J::String(s.text.clone()),
+            Resolved::Timestamp | Resolved::Str => J::String(s.text.to_string()),
         },
         Value::Seq { items, .. } => J::Array(items.iter().map(to_json).collect()),
         Value::Map { entries, .. } => J::Object(
             entries
                 .iter()
-                .map(|(k, v)| (k.text().unwrap_or_default().to_string(), to_json(v)))
+                .map(|(k, v)| (key_string(k), to_json(v)))
                 .collect(),
         ),
         // Trees handed out for reading are resolved; an alias here is a caller bug.
         Value::Alias(name) => J::String(format!("*{name}")),
+    }
+}
+
+/// A mapping key as sigs.k8s.io/yaml turns it into a JSON key: YAML 1.1 resolution
+/// first (`on` is the bool true, `0777` the int 511), then the value's string form.
+fn key_string(k: &Node) -> String {
+    let Value::Scalar(s) = &k.value else {
+        return String::new();
+    };
+    match resolve(s, k.tag()) {
+        Resolved::Bool(b) => b.to_string(),
+        Resolved::Int(i) => i.to_string(),
+        Resolved::UInt(u) => u.to_string(),
+        Resolved::Float(f) if f.is_finite() => f.to_string(),
+        _ => s.text.to_string(),
     }
 }
 

@@ -4,6 +4,8 @@
 //! this tree never interprets a scalar on the way through: it keeps the scalar's exact
 //! text and style, and the emitter writes them back as they came.
 
+use compact_str::CompactString;
+
 /// How a scalar was (or must be) written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Style {
@@ -14,10 +16,12 @@ pub enum Style {
     Folded,
 }
 
-/// A scalar as written: its text after YAML unescaping, and its style.
+/// A scalar as written: its text after YAML unescaping, and its style. Most
+/// scalars in manifests are short, so the text is stored inline when it fits (no
+/// heap allocation per scalar: the tree of a large stream stays small and fast).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scalar {
-    pub text: String,
+    pub text: CompactString,
     pub style: Style,
 }
 
@@ -51,6 +55,17 @@ pub struct Node {
     pub props: Option<Box<Props>>,
 }
 
+/// A key to add to a mapping: double-quoted like its siblings when every key is
+/// (a JSON object stays JSON), else as `Node::string` writes it.
+fn new_key(entries: &[(Node, Node)], key: &str) -> Node {
+    let quoted = |k: &Node| matches!(&k.value, Value::Scalar(s) if s.style == Style::DoubleQuoted);
+    if !entries.is_empty() && entries.iter().all(|(k, _)| quoted(k)) {
+        Node::scalar(key, Style::DoubleQuoted)
+    } else {
+        Node::string(key)
+    }
+}
+
 impl Node {
     pub fn new(value: Value) -> Node {
         Node {
@@ -62,7 +77,7 @@ impl Node {
 
     pub fn scalar(text: impl Into<String>, style: Style) -> Node {
         Node::new(Value::Scalar(Scalar {
-            text: text.into(),
+            text: CompactString::from(text.into()),
             style,
         }))
     }
@@ -213,7 +228,10 @@ impl Node {
         };
         match entries.iter_mut().find(|(k, _)| k.text() == Some(key)) {
             Some((_, v)) => *v = value,
-            None => entries.push((Node::string(key), value)),
+            None => {
+                let k = new_key(entries, key);
+                entries.push((k, value))
+            }
         }
         true
     }
@@ -229,7 +247,8 @@ impl Node {
                 i
             }
             None => {
-                entries.push((Node::string(key), make()));
+                let k = new_key(entries, key);
+                entries.push((k, make()));
                 entries.len() - 1
             }
         };
@@ -270,5 +289,19 @@ impl Node {
             }
             Value::Alias(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn node_stays_small() {
+        // A large stream is mostly nodes: seven machine words today (value, line,
+        // props); growing them grows every tree, so that takes a deliberate change here.
+        assert!(
+            std::mem::size_of::<super::Node>() <= 56,
+            "{}",
+            std::mem::size_of::<super::Node>()
+        );
     }
 }

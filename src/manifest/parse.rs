@@ -16,6 +16,8 @@ use super::node::{Node, Props, Scalar, Style, Value};
 pub const MAX_DEPTH: usize = 200;
 /// Nodes that alias expansion may create beyond the document's own, per document.
 pub const ALIAS_BUDGET: usize = 1_000_000;
+/// Bytes the parser decodes at a time.
+const READ_WINDOW: usize = 64 * 1024;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum YamlError {
@@ -37,6 +39,10 @@ pub enum YamlError {
     AliasBomb { line: u32 },
     #[error("alias *{name} refers to no anchor defined before it (line {line})")]
     UnknownAnchor { name: String, line: u32 },
+    #[error(
+        "a mapping or list used as a mapping key (line {line}); kubectl accepts only scalar keys"
+    )]
+    ComplexKey { line: u32 },
     #[error("merge key `<<` must merge a mapping or a list of mappings (line {line})")]
     BadMerge { line: u32 },
     #[error("key {key:?} (line {line}) is set before a merge key `<<` that sets it too; YAML decoders disagree on which wins, so it is refused")]
@@ -52,6 +58,7 @@ impl YamlError {
             | YamlError::AliasBomb { line }
             | YamlError::UnknownAnchor { line, .. }
             | YamlError::BadMerge { line }
+            | YamlError::ComplexKey { line }
             | YamlError::AmbiguousMerge { line, .. } => *line,
         }
     }
@@ -171,21 +178,55 @@ struct Frame {
 /// Parses a whole stream. Empty documents are kept (callers skip them) so that
 /// document indexes match what a reader of the file counts.
 pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
+    // libyaml-safer 0.3 panics on a block scalar that ends the input without a line
+    // break; parse with one added, then take it back out of that scalar (below).
+    let padded: Vec<u8>;
+    let mut slice = if input.is_empty() || input.ends_with(b"\n") || input.ends_with(b"\r") {
+        input
+    } else {
+        padded = [input, b"\n"].concat();
+        &padded[..]
+    };
+    let parsed_len = slice.len();
+    let was_padded = parsed_len != input.len();
     let mut parser = Parser::new();
-    let mut slice = input;
-    parser.set_input_string(&mut slice);
+    // Fed the whole slice at once, libyaml-safer decodes all of it into a buffer of
+    // chars (4 bytes each) before scanning; a small window keeps that buffer small.
+    parser.set_input(std::io::BufReader::with_capacity(READ_WINDOW, &mut slice));
     let mut docs = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
     let mut doc_start = (false, 0u32);
     let mut has_refs = false;
+    let mut last_line = 1;
     loop {
         let index = docs.len();
-        let event = parser.parse().map_err(|e| ParseError {
-            index,
-            error: syntax_error(&e, input),
+        let Some(event) = parse_event(&mut parser) else {
+            return Err(ParseError {
+                index,
+                error: YamlError::Syntax {
+                    problem: "unsupported YAML syntax (a tag directly followed by `,`?)".into(),
+                    line: last_line,
+                    column: 1,
+                },
+            });
+        };
+        let event = event.map_err(|e| {
+            let mut error = syntax_error(&e, input);
+            // An error at the added line break is at the end of the real input.
+            if let (true, Some(m), YamlError::Syntax { line, column, .. }) =
+                (was_padded, e.problem_mark(), &mut error)
+            {
+                if m.index as usize >= input.len() {
+                    let last = input.rsplit(|&b| b == b'\n').next().unwrap_or(input);
+                    *line = input.iter().filter(|&&b| b == b'\n').count() as u32 + 1;
+                    *column = String::from_utf8_lossy(last).chars().count() as u32 + 1;
+                }
+            }
+            ParseError { index, error }
         })?;
         let line = line_of(event.start_mark);
+        last_line = line_of(event.end_mark);
         let fail = |error| ParseError { index, error };
         let complete = match event.data {
             EventData::StreamStart { .. } => continue,
@@ -225,17 +266,26 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
             EventData::Scalar {
                 anchor,
                 tag,
-                value,
+                mut value,
                 style,
                 ..
-            } => Node {
-                value: Value::Scalar(Scalar {
-                    text: value,
-                    style: style_of(style),
-                }),
-                line,
-                props: props(anchor, tag),
-            },
+            } => {
+                if was_padded
+                    && matches!(style, ScalarStyle::Literal | ScalarStyle::Folded)
+                    && event.end_mark.index as usize == parsed_len
+                    && value.ends_with('\n')
+                {
+                    value.pop(); // the line break this function added
+                }
+                Node {
+                    value: Value::Scalar(Scalar {
+                        text: value.into(),
+                        style: style_of(style),
+                    }),
+                    line,
+                    props: props(anchor, tag),
+                }
+            }
             EventData::SequenceStart {
                 anchor, tag, style, ..
             } => {
@@ -272,9 +322,15 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                 stack.push(Frame { node, key: None });
                 continue;
             }
-            EventData::SequenceEnd => stack.pop().expect("balanced events").node,
+            EventData::SequenceEnd => {
+                let mut node = stack.pop().expect("balanced events").node;
+                node.items_mut().expect("a sequence").shrink_to_fit();
+                node
+            }
             EventData::MappingEnd => {
-                let node = stack.pop().expect("balanced events").node;
+                let mut node = stack.pop().expect("balanced events").node;
+                // Growth by doubling leaves a third of a large tree unused.
+                node.entries_mut().expect("a mapping").shrink_to_fit();
                 if let Some(entries) = node.entries() {
                     check_duplicate_keys(entries).map_err(fail)?;
                     has_refs |= entries.iter().any(|(k, _)| is_merge_key(k));
@@ -283,6 +339,16 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
             }
         };
         match stack.last_mut() {
+            // kubectl turns every key into a JSON string: a mapping or list as a key
+            // (`a: {{template}}`) does not decode.
+            Some(Frame { node, key: None })
+                if node.is_map()
+                    && !matches!(complete.value, Value::Scalar(_) | Value::Alias(_)) =>
+            {
+                return Err(fail(YamlError::ComplexKey {
+                    line: complete.line,
+                }));
+            }
             None => root = Some(complete),
             Some(frame) => match &mut frame.node.value {
                 Value::Seq { items, .. } => items.push(complete),
@@ -295,6 +361,29 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
         }
     }
     Ok(docs)
+}
+
+/// The next event. libyaml-safer 0.3 panics on a few inputs instead of failing
+/// (`[!x,]`: a tag followed by `,` in a flow collection, scanner.rs "TODO: What is
+/// expected here?"); such a panic is caught, kept off stderr, and becomes `None`.
+fn parse_event<R: std::io::BufRead>(
+    parser: &mut Parser<R>,
+) -> Option<Result<libyaml_safer::Event, libyaml_safer::Error>> {
+    use std::cell::Cell;
+    thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let event = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse()));
+    QUIET.with(|q| q.set(false));
+    event.ok()
 }
 
 fn is_merge_key(k: &Node) -> bool {
@@ -355,6 +444,21 @@ fn count_nodes(n: &Node) -> usize {
     }
 }
 
+/// Levels of collections in an (already bounded) expanded tree.
+fn height(n: &Node) -> usize {
+    match &n.value {
+        Value::Seq { items, .. } => 1 + items.iter().map(height).max().unwrap_or(0),
+        Value::Map { entries, .. } => {
+            1 + entries
+                .iter()
+                .map(|(k, v)| height(k).max(height(v)))
+                .max()
+                .unwrap_or(0)
+        }
+        _ => 0,
+    }
+}
+
 fn expand(
     n: &Node,
     anchors: &mut HashMap<String, Node>,
@@ -374,6 +478,11 @@ fn expand(
             *budget = budget
                 .checked_sub(size)
                 .ok_or(YamlError::AliasBomb { line: n.line })?;
+            // Anchored trees nest inside each other through aliases: bound the depth
+            // of the expanded tree too, or a chain of anchors overflows the stack.
+            if depth + height(target) > MAX_DEPTH {
+                return Err(YamlError::TooDeep { line: n.line });
+            }
             let mut copy = target.clone();
             copy.line = n.line;
             return Ok(copy);

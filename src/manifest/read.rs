@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use super::batch::{is_list, Source, SourceKind};
 use super::node::Node;
-use super::parse::parse_stream;
 use crate::error::{Error, Result};
 
 pub const STDIN: &str = "<stdin>";
@@ -105,7 +104,7 @@ pub fn object_problem(n: &Node) -> Option<String> {
 /// Parses one input into a stream source, checking every document (and every item
 /// of a List) is an object.
 pub fn load(input: Input) -> Result<Source> {
-    let docs = parse_stream(&input.bytes).map_err(|e| Error::Yaml {
+    let docs = super::parallel::parse_stream_parallel(&input.bytes).map_err(|e| Error::Yaml {
         file: input.name.clone(),
         doc: e.index + 1,
         source: e.error,

@@ -1,0 +1,17 @@
+//! The function config reader over any parsed document.
+#![no_main]
+
+use kubectl_nvcf_worker::config::Config;
+use kubectl_nvcf_worker::manifest::parse_stream;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(docs) = parse_stream(data) {
+        for d in &docs {
+            if let Ok(cfg) = Config::from_node(Some(d.view())) {
+                let _ = cfg.token_spec();
+            }
+        }
+        let _ = Config::from_node(None);
+    }
+});

@@ -1,0 +1,316 @@
+//! `cleanup`: a pure plan from what was listed, then an executor that deletes with
+//! UID preconditions. Splitting them keeps every safety rule testable without a
+//! cluster and makes the plan what `--yes` would do, exactly.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+
+use super::client::{DeleteOutcome, Kube};
+use super::inventory::{Identity, Member, Owners, State, StateOptions};
+use crate::error::{Error, Result};
+use crate::identity::PREFIX;
+
+/// Deletes of different identities in flight at once; each identity's own three
+/// deletes stay in order.
+pub const CONCURRENCY: usize = 8;
+
+/// One object to delete, with the UID it had when listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deletion {
+    pub member: Member,
+    pub uid: String,
+}
+
+/// An identity to take, its objects in deletion order (RoleBinding, Role, ServiceAccount).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedIdentity {
+    pub namespace: String,
+    pub name: String,
+    pub state: State,
+    pub deletions: Vec<Deletion>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub delete: Vec<PlannedIdentity>,
+    /// Identities left alone, counted by state (active, young).
+    pub kept: BTreeMap<State, usize>,
+}
+
+impl Plan {
+    pub fn objects(&self) -> usize {
+        self.delete.iter().map(|p| p.deletions.len()).sum()
+    }
+}
+
+/// Decides what cleanup deletes: orphaned and partial identities old enough, and
+/// only objects named `nvcf-worker-*`.
+pub fn plan(identities: &[Identity], owners: &Owners, now: i64, options: &StateOptions) -> Plan {
+    let mut out = Plan::default();
+    for id in identities {
+        let state = id.state(owners, now, options);
+        if !state.is_removable() || !id.name.starts_with(PREFIX) {
+            *out.kept.entry(state).or_default() += 1;
+            continue;
+        }
+        let deletions = Member::DELETE_ORDER
+            .into_iter()
+            .filter_map(|m| id.member(m))
+            .filter(|o| o.name.starts_with(PREFIX))
+            .map(|o| Deletion {
+                member: o.member,
+                uid: o.uid.clone(),
+            })
+            .collect();
+        out.delete.push(PlannedIdentity {
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+            state,
+            deletions,
+        });
+    }
+    out
+}
+
+/// How one identity's deletion ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every object deleted or already gone; the count actually deleted.
+    Deleted {
+        objects: usize,
+    },
+    /// Stopped before deleting the rest: an object was replaced since it was listed.
+    Skipped {
+        reason: String,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub deleted: usize,
+    pub objects: usize,
+    /// (namespace/name, why).
+    pub skipped: Vec<(String, String)>,
+    pub failed: Vec<(String, String)>,
+}
+
+impl Summary {
+    pub fn add(&mut self, identity: &PlannedIdentity, outcome: Outcome) {
+        let key = format!("{}/{}", identity.namespace, identity.name);
+        match outcome {
+            Outcome::Deleted { objects } => {
+                self.deleted += 1;
+                self.objects += objects;
+            }
+            Outcome::Skipped { reason } => self.skipped.push((key, reason)),
+            Outcome::Failed { error } => self.failed.push((key, error)),
+        }
+    }
+}
+
+/// Deletes one identity's objects in order. A NotFound counts as done (the agent
+/// or an earlier run got there first); a UID conflict stops this identity.
+async fn delete_identity(kube: &Kube, target: &PlannedIdentity, dry_run: bool) -> Result<Outcome> {
+    let mut objects = 0;
+    for d in &target.deletions {
+        // The plan only holds worker names; this guards the executor on its own.
+        if !target.name.starts_with(PREFIX) {
+            return Ok(Outcome::Skipped {
+                reason: format!("{} is not a worker identity name", target.name),
+            });
+        }
+        let deleted = kube
+            .delete(
+                &d.member.resource(),
+                &target.namespace,
+                &target.name,
+                &d.uid,
+                dry_run,
+            )
+            .await;
+        match deleted {
+            Ok(DeleteOutcome::Deleted) => objects += 1,
+            Ok(DeleteOutcome::NotFound) => {}
+            Ok(DeleteOutcome::Conflict(message)) => {
+                return Ok(Outcome::Skipped {
+                    reason: format!(
+                        "{} changed since it was listed (UID precondition failed: {message})",
+                        d.member.kind()
+                    ),
+                })
+            }
+            Err(e @ Error::Forbidden { .. }) => return Err(e),
+            Err(e) => {
+                return Ok(Outcome::Failed {
+                    error: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok(Outcome::Deleted { objects })
+}
+
+/// Runs the plan with bounded concurrency. `progress` is called after each
+/// identity. A 403 stops everything: no other delete would be allowed either.
+pub async fn execute(
+    kube: &Kube,
+    plan: &Plan,
+    dry_run: bool,
+    progress: &dyn Fn(),
+) -> Result<Summary> {
+    let mut results = stream::iter(plan.delete.iter())
+        .map(|target| async move { (target, delete_identity(kube, target, dry_run).await) })
+        .buffer_unordered(CONCURRENCY);
+    let mut summary = Summary::default();
+    while let Some((target, outcome)) = results.next().await {
+        summary.add(target, outcome?);
+        progress();
+    }
+    summary.skipped.sort();
+    summary.failed.sort();
+    Ok(summary)
+}
+
+/// `10m`, `1h30m`, `45s`, `2d`, or plain seconds.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = 0u64;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(format!("{text:?}: unknown unit {c:?} (use s, m, h or d)")),
+        };
+        let n: u64 = number
+            .parse()
+            .map_err(|_| format!("{text:?}: expected a number before {c:?}"))?;
+        total += n * unit;
+        number.clear();
+    }
+    if !number.is_empty() || text.is_empty() {
+        return Err(format!(
+            "{text:?}: expected a duration such as 10m, 1h or 90s"
+        ));
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::inventory::tests::{manifest_trio, object, options, trio, NOW};
+    use super::super::inventory::{identities, ListedObject};
+    use super::*;
+    use serde_json::json;
+
+    fn plan_of(objects: Vec<ListedObject>, owners: &Owners) -> Plan {
+        plan(&identities(objects), owners, NOW, &options())
+    }
+
+    #[test]
+    fn orphan_is_deleted_rolebinding_then_role_then_serviceaccount_with_listed_uids() {
+        let p = plan_of(trio("n", "nvcf-worker-p", 3600), &Owners::default());
+        assert_eq!(p.delete.len(), 1);
+        let d = &p.delete[0];
+        assert_eq!(d.state, State::Orphaned);
+        let order: Vec<_> = d.deletions.iter().map(|d| d.member).collect();
+        assert_eq!(order, Member::DELETE_ORDER);
+        assert_eq!(d.deletions[0].uid, "uid-RoleBinding-n-nvcf-worker-p");
+        assert_eq!(p.objects(), 3);
+    }
+
+    #[test]
+    fn identities_younger_than_min_age_are_never_taken() {
+        let p = plan_of(trio("n", "nvcf-worker-p", 599), &Owners::default());
+        assert!(p.delete.is_empty());
+        assert_eq!(p.kept.get(&State::Young), Some(&1));
+        let p = plan_of(trio("n", "nvcf-worker-p", 600), &Owners::default());
+        assert_eq!(p.delete.len(), 1);
+    }
+
+    #[test]
+    fn only_worker_names_are_ever_planned() {
+        let mut objs = trio("n", "nvcf-worker-p", 3600);
+        objs.push(object(Member::ServiceAccount, "n", "default", 3600));
+        objs.push(object(Member::Role, "n", "nvcf-workerx", 3600));
+        let p = plan_of(objs, &Owners::default());
+        assert_eq!(p.delete.len(), 1);
+        assert!(p.delete.iter().all(|d| d.name.starts_with(PREFIX)));
+    }
+
+    #[test]
+    fn terminated_pods_count_as_gone_only_when_asked() {
+        let mut owners = Owners::default();
+        owners.add_pod(&json!({"metadata": {"namespace": "n", "name": "p"},
+            "spec": {"serviceAccountName": "nvcf-worker-p"}, "status": {"phase": "Failed"}}));
+        let ids = identities(trio("n", "nvcf-worker-p", 3600));
+        assert!(plan(&ids, &owners, NOW, &options()).delete.is_empty());
+        let include = StateOptions {
+            include_terminated: true,
+            ..options()
+        };
+        assert_eq!(plan(&ids, &owners, NOW, &include).delete.len(), 1);
+    }
+
+    #[test]
+    fn manifest_identity_of_an_existing_workload_is_kept() {
+        let mut owners = Owners::default();
+        for (v, k) in [("apps/v1", "Deployment"), ("batch/v1", "CronJob")] {
+            owners.listed_kinds.insert((v.into(), k.into()));
+        }
+        // Scaled to zero and between runs: the workloads exist, no pods do.
+        owners.add_workload(&json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "n", "name": "web"}}));
+        owners.add_workload(&json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"namespace": "n", "name": "nightly"}}));
+        let mut objs = manifest_trio("n", "nvcf-worker-web", "Deployment/web", "apps/v1");
+        objs.extend(manifest_trio(
+            "n",
+            "nvcf-worker-nightly",
+            "CronJob/nightly",
+            "batch/v1",
+        ));
+        objs.extend(manifest_trio(
+            "n",
+            "nvcf-worker-old",
+            "CronJob/old",
+            "batch/v1",
+        ));
+        let p = plan_of(objs, &owners);
+        let names: Vec<_> = p.delete.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["nvcf-worker-old"]);
+        assert_eq!(p.kept.get(&State::Active), Some(&2));
+    }
+
+    #[test]
+    fn partial_leftovers_are_taken_with_what_is_left() {
+        let objs = vec![object(Member::ServiceAccount, "n", "nvcf-worker-p", 3600)];
+        let p = plan_of(objs, &Owners::default());
+        assert_eq!(p.delete[0].state, State::Partial);
+        assert_eq!(p.delete[0].deletions.len(), 1);
+        assert_eq!(p.delete[0].deletions[0].member, Member::ServiceAccount);
+    }
+
+    #[test]
+    fn durations_parse_like_kubectl() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(parse_duration("10x").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,446 @@
+//! The API calls the live commands make, over kube's raw `Client::send`: that is the
+//! one place that sees status codes and `Retry-After`, so retries, list restarts on
+//! 410, UID preconditions and permission errors are handled once, here.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use kube::api::{ListParams, Request};
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+
+/// A resource type the live commands read or delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Resource {
+    /// `v1` or `group/version`.
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub namespaced: bool,
+}
+
+const fn res(
+    api_version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+) -> Resource {
+    Resource {
+        api_version,
+        kind,
+        plural,
+        namespaced,
+    }
+}
+
+pub const SERVICE_ACCOUNTS: Resource = res("v1", "ServiceAccount", "serviceaccounts", true);
+pub const PODS: Resource = res("v1", "Pod", "pods", true);
+pub const SECRETS: Resource = res("v1", "Secret", "secrets", true);
+pub const REPLICATION_CONTROLLERS: Resource = res(
+    "v1",
+    "ReplicationController",
+    "replicationcontrollers",
+    true,
+);
+pub const DEPLOYMENTS: Resource = res("apps/v1", "Deployment", "deployments", true);
+pub const STATEFUL_SETS: Resource = res("apps/v1", "StatefulSet", "statefulsets", true);
+pub const DAEMON_SETS: Resource = res("apps/v1", "DaemonSet", "daemonsets", true);
+pub const REPLICA_SETS: Resource = res("apps/v1", "ReplicaSet", "replicasets", true);
+pub const JOBS: Resource = res("batch/v1", "Job", "jobs", true);
+pub const CRON_JOBS: Resource = res("batch/v1", "CronJob", "cronjobs", true);
+const RBAC: &str = "rbac.authorization.k8s.io/v1";
+pub const ROLES: Resource = res(RBAC, "Role", "roles", true);
+pub const ROLE_BINDINGS: Resource = res(RBAC, "RoleBinding", "rolebindings", true);
+pub const CLUSTER_ROLES: Resource = res(RBAC, "ClusterRole", "clusterroles", false);
+pub const CLUSTER_ROLE_BINDINGS: Resource =
+    res(RBAC, "ClusterRoleBinding", "clusterrolebindings", false);
+
+/// Workload kinds whose existence keeps a manifest-declared identity alive.
+pub const WORKLOADS: [Resource; 7] = [
+    DEPLOYMENTS,
+    STATEFUL_SETS,
+    DAEMON_SETS,
+    REPLICA_SETS,
+    JOBS,
+    CRON_JOBS,
+    REPLICATION_CONTROLLERS,
+];
+
+impl Resource {
+    pub fn group(&self) -> &'static str {
+        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+
+    /// The resource as RBAC rules name it: `rolebindings.rbac.authorization.k8s.io`.
+    pub fn qualified(&self) -> String {
+        match self.group() {
+            "" => self.plural.to_string(),
+            g => format!("{}.{g}", self.plural),
+        }
+    }
+
+    fn collection_path(&self, namespace: Option<&str>) -> String {
+        let base = match self.group() {
+            "" => format!("/api/{}", self.api_version),
+            _ => format!("/apis/{}", self.api_version),
+        };
+        match namespace.filter(|_| self.namespaced) {
+            Some(ns) => format!("{base}/namespaces/{ns}/{}", self.plural),
+            None => format!("{base}/{}", self.plural),
+        }
+    }
+
+    /// The workload type a `nvcf.io/workload-api-version` + kind names, if we know it.
+    pub fn workload(api_version: &str, kind: &str) -> Option<Resource> {
+        WORKLOADS
+            .into_iter()
+            .chain([PODS])
+            .find(|r| r.kind == kind && r.api_version == api_version)
+    }
+}
+
+/// Namespace scope of a list: one namespace, or one request series across all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Namespace(String),
+    AllNamespaces,
+}
+
+impl Scope {
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Scope::Namespace(ns) => Some(ns),
+            Scope::AllNamespaces => None,
+        }
+    }
+}
+
+/// Bounded retries for 429 and 5xx: enough to ride out API priority and fairness
+/// throttling or an apiserver restart, short enough that a broken server fails fast.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 5,
+            first_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a delete with a UID precondition came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// Already gone: what cleanup wanted.
+    NotFound,
+    /// 409: the object was replaced since it was listed (UID changed).
+    Conflict(String),
+}
+
+pub struct Kube {
+    client: kube::Client,
+    request_timeout: Option<Duration>,
+    pub retry: RetryPolicy,
+    pub page_size: u32,
+    /// Default namespace of the kubeconfig context (or in-cluster namespace).
+    pub default_namespace: String,
+}
+
+/// A failed API call's status, reason and message.
+struct ApiFailure {
+    status: StatusCode,
+    message: String,
+}
+
+fn api_message(status: StatusCode, body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| {
+            let text = String::from_utf8_lossy(body);
+            format!("{status}: {}", text.trim())
+        })
+}
+
+fn build_err(e: impl std::fmt::Display) -> Error {
+    Error::Live(format!("building a request: {e}"))
+}
+
+impl Kube {
+    pub fn new(
+        client: kube::Client,
+        default_namespace: String,
+        request_timeout: Option<Duration>,
+    ) -> Kube {
+        Kube {
+            client,
+            request_timeout,
+            retry: RetryPolicy::default(),
+            page_size: 500,
+            default_namespace,
+        }
+    }
+
+    /// Sends a request, retrying 429 and 5xx (honouring `Retry-After`) and transport
+    /// errors. A 403 becomes `Error::Forbidden` naming the verb and resource.
+    async fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+        verb: &str,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<std::result::Result<Vec<u8>, ApiFailure>> {
+        let mut backoff = self.retry.first_backoff;
+        let mut attempt = 1;
+        loop {
+            let (parts, body) = request.clone().into_parts();
+            let sent = self.client.send(http::Request::from_parts(
+                parts,
+                kube::client::Body::from(body),
+            ));
+            let outcome = match self.request_timeout {
+                Some(t) => tokio::time::timeout(t, sent).await.unwrap_or_else(|_| {
+                    Err(kube::Error::Service(
+                        format!("request timed out after {t:?}").into(),
+                    ))
+                }),
+                None => sent.await,
+            };
+            let (status, retry_after, bytes) = match outcome {
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = response
+                        .headers()
+                        .get(http::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    let bytes = response.into_body().collect_bytes().await;
+                    match bytes {
+                        Ok(b) => (status, retry_after, b.to_vec()),
+                        // A connection cut mid-body: retried like a 503.
+                        Err(_) if attempt < self.retry.attempts => {
+                            (StatusCode::SERVICE_UNAVAILABLE, None, Vec::new())
+                        }
+                        Err(e) => {
+                            return Err(Error::Live(format!("{verb} {}: {e}", resource.plural)))
+                        }
+                    }
+                }
+                // Transport errors (refused, reset, timed out): retried like a 503.
+                Err(_) if attempt < self.retry.attempts => {
+                    (StatusCode::SERVICE_UNAVAILABLE, None, Vec::new())
+                }
+                Err(e) => {
+                    return Err(Error::Live(format!(
+                        "{verb} {}: {e} (after {attempt} attempts)",
+                        resource.qualified()
+                    )))
+                }
+            };
+            if status.is_success() {
+                return Ok(Ok(bytes));
+            }
+            let retryable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
+            if retryable && attempt < self.retry.attempts {
+                let wait = retry_after.unwrap_or(backoff).min(self.retry.max_backoff);
+                tokio::time::sleep(wait).await;
+                backoff = (backoff * 2).min(self.retry.max_backoff);
+                attempt += 1;
+                continue;
+            }
+            let message = api_message(status, &bytes);
+            if status == StatusCode::FORBIDDEN {
+                return Err(Error::Forbidden {
+                    verb: verb.to_string(),
+                    resource: resource.qualified(),
+                    namespace: namespace.map(str::to_string),
+                    message,
+                });
+            }
+            if retryable {
+                return Err(Error::Live(format!(
+                    "{verb} {}: gave up after {attempt} attempts: {message}",
+                    resource.qualified()
+                )));
+            }
+            return Ok(Err(ApiFailure { status, message }));
+        }
+    }
+
+    /// Every object of a type in scope, page by page (`limit` + `continue`). An
+    /// expired continue token (410) restarts the list from the top, as kubectl does.
+    /// With `metadata_only` the server sends PartialObjectMetadata; either way each
+    /// item gets the `apiVersion` and `kind` of `resource`, which lists omit.
+    pub async fn list(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        metadata_only: bool,
+        field_selector: Option<&str>,
+    ) -> Result<Vec<Value>> {
+        let namespace = scope.namespace();
+        let request = Request::new(resource.collection_path(namespace));
+        let mut items = Vec::new();
+        let mut continue_token: Option<String> = None;
+        let mut restarts = 0;
+        loop {
+            let mut params = ListParams::default().limit(self.page_size);
+            if let Some(fs) = field_selector {
+                params = params.fields(fs);
+            }
+            params.continue_token = continue_token.clone();
+            let http_request = if metadata_only {
+                request.list_metadata(&params)
+            } else {
+                request.list(&params)
+            }
+            .map_err(build_err)?;
+            match self.send(http_request, "list", resource, namespace).await? {
+                Ok(body) => {
+                    let page: Value = serde_json::from_slice(&body).map_err(|e| {
+                        Error::Live(format!(
+                            "list {}: undecodable response: {e}",
+                            resource.plural
+                        ))
+                    })?;
+                    for mut item in page
+                        .get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                    {
+                        if let Some(map) = item.as_object_mut() {
+                            map.insert("apiVersion".into(), resource.api_version.into());
+                            map.insert("kind".into(), resource.kind.into());
+                        }
+                        items.push(item);
+                    }
+                    continue_token = page
+                        .pointer("/metadata/continue")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string);
+                    if continue_token.is_none() {
+                        return Ok(items);
+                    }
+                }
+                Err(failure)
+                    if failure.status == StatusCode::GONE
+                        && continue_token.is_some()
+                        && restarts < 3 =>
+                {
+                    // The snapshot the token pointed at was compacted away: start over.
+                    restarts += 1;
+                    items.clear();
+                    continue_token = None;
+                }
+                Err(failure) => {
+                    return Err(Error::Live(format!(
+                        "list {}: {}",
+                        resource.qualified(),
+                        failure.message
+                    )))
+                }
+            }
+        }
+    }
+
+    /// One object, or None when it does not exist.
+    pub async fn get(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>> {
+        let request = Request::new(resource.collection_path(Some(namespace)))
+            .get(name, &Default::default())
+            .map_err(build_err)?;
+        match self.send(request, "get", resource, Some(namespace)).await? {
+            Ok(body) => serde_json::from_slice(&body).map(Some).map_err(|e| {
+                Error::Live(format!(
+                    "get {}: undecodable response: {e}",
+                    resource.plural
+                ))
+            }),
+            Err(f) if f.status == StatusCode::NOT_FOUND => Ok(None),
+            Err(f) => Err(Error::Live(format!(
+                "get {} {namespace}/{name}: {}",
+                resource.qualified(),
+                f.message
+            ))),
+        }
+    }
+
+    /// Deletes one object only if it still has `uid`. With `dry_run` the server
+    /// checks everything (admission, preconditions) and persists nothing.
+    pub async fn delete(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        dry_run: bool,
+    ) -> Result<DeleteOutcome> {
+        let mut url = format!("{}/{name}", resource.collection_path(Some(namespace)));
+        let mut options = json!({
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+        });
+        if dry_run {
+            url.push_str("?dryRun=All");
+            options["dryRun"] = json!(["All"]);
+        }
+        let request = http::Request::delete(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&options).expect("JSON values serialize"))
+            .map_err(build_err)?;
+        match self
+            .send(request, "delete", resource, Some(namespace))
+            .await?
+        {
+            Ok(_) => Ok(DeleteOutcome::Deleted),
+            Err(f) if f.status == StatusCode::NOT_FOUND => Ok(DeleteOutcome::NotFound),
+            Err(f) if f.status == StatusCode::CONFLICT => Ok(DeleteOutcome::Conflict(f.message)),
+            Err(f) => Err(Error::Live(format!(
+                "delete {} {namespace}/{name}: {}",
+                resource.qualified(),
+                f.message
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_rbac_names() {
+        assert_eq!(
+            ROLE_BINDINGS.collection_path(Some("a")),
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings"
+        );
+        assert_eq!(PODS.collection_path(None), "/api/v1/pods");
+        assert_eq!(
+            CLUSTER_ROLES.collection_path(Some("a")),
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+        );
+        assert_eq!(ROLES.qualified(), "roles.rbac.authorization.k8s.io");
+        assert_eq!(SERVICE_ACCOUNTS.qualified(), "serviceaccounts");
+        assert_eq!(
+            Resource::workload("apps/v1", "Deployment"),
+            Some(DEPLOYMENTS)
+        );
+        assert_eq!(Resource::workload("example.com/v1", "Deployment"), None);
+    }
+}

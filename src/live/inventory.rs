@@ -1,0 +1,550 @@
+//! Worker identities as found in a cluster, their owners, and what state each is
+//! in. Pure: built from listed objects, so list, cleanup and the tests share it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::client::{self, Resource};
+use crate::identity::{
+    ORIGIN_LABEL, ORIGIN_MANIFEST, PREFIX, WORKLOAD_ANNOTATION, WORKLOAD_API_VERSION_ANNOTATION,
+};
+
+/// The three objects of an identity, in the order cleanup deletes them (the reverse
+/// of the agent's creation order, so a half-deleted identity never grants more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Member {
+    RoleBinding,
+    Role,
+    ServiceAccount,
+}
+
+impl Member {
+    pub const DELETE_ORDER: [Member; 3] =
+        [Member::RoleBinding, Member::Role, Member::ServiceAccount];
+
+    pub fn resource(self) -> Resource {
+        match self {
+            Member::RoleBinding => client::ROLE_BINDINGS,
+            Member::Role => client::ROLES,
+            Member::ServiceAccount => client::SERVICE_ACCOUNTS,
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        self.resource().kind
+    }
+
+    fn of_kind(kind: &str) -> Option<Member> {
+        Member::DELETE_ORDER.into_iter().find(|m| m.kind() == kind)
+    }
+}
+
+/// One listed ServiceAccount, Role or RoleBinding (metadata only).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedObject {
+    pub member: Member,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Seconds since the Unix epoch; None when the server sent none.
+    pub created: Option<i64>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// RFC 3339 to Unix seconds.
+pub fn parse_time(text: &str) -> Option<i64> {
+    text.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}
+
+impl ListedObject {
+    /// A worker trio member from a list item (with `kind` set); None for anything
+    /// else, so names outside `nvcf-worker-*` never enter the inventory.
+    pub fn from_item(item: &Value) -> Option<ListedObject> {
+        let member = Member::of_kind(item.get("kind")?.as_str()?)?;
+        let meta = item.get("metadata")?;
+        let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
+        let name = text("name")?;
+        if !name.starts_with(PREFIX) {
+            return None;
+        }
+        Some(ListedObject {
+            member,
+            namespace: text("namespace")?,
+            name,
+            uid: text("uid")?,
+            created: text("creationTimestamp").as_deref().and_then(parse_time),
+            labels: string_map(meta.get("labels")),
+            annotations: string_map(meta.get("annotations")),
+        })
+    }
+}
+
+/// Who an identity belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Provisioned by the agent for one pod: `nvcf-worker-<pod>`.
+    Pod { pod: String },
+    /// Declared in a manifest by `kubectl-nvcf-worker inject`; owned by a workload.
+    Manifest {
+        api_version: String,
+        kind: String,
+        name: String,
+    },
+    /// Labelled as manifest-declared but without a readable workload annotation:
+    /// its owner cannot be known, so it is never treated as orphaned.
+    ManifestUnknownOwner,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnerStatus {
+    /// A pod, with its phase (Pending, Running, Succeeded, Failed, Unknown).
+    Pod {
+        phase: String,
+    },
+    Exists,
+    Gone,
+    /// The owner's kind is not one this tool lists; treated as existing.
+    Unknown,
+}
+
+/// What cleanup may do with an identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// The owner exists.
+    Active,
+    /// The owner is gone and the trio is complete.
+    Orphaned,
+    /// The owner is gone and only part of the trio is left (an interrupted teardown).
+    Partial,
+    /// Some member is younger than the minimum age: maybe still being provisioned.
+    Young,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Active => "active",
+            State::Orphaned => "orphaned",
+            State::Partial => "partial",
+            State::Young => "young",
+        }
+    }
+
+    /// Whether cleanup deletes identities in this state.
+    pub fn is_removable(self) -> bool {
+        matches!(self, State::Orphaned | State::Partial)
+    }
+}
+
+/// Owners that exist, from pod and workload lists.
+#[derive(Clone, Debug, Default)]
+pub struct Owners {
+    /// (namespace, pod) → phase.
+    pub pods: HashMap<(String, String), String>,
+    /// (namespace, serviceAccountName) → phases of the pods running as it.
+    pub pods_by_account: HashMap<(String, String), Vec<String>>,
+    /// (namespace, apiVersion, kind, name) of existing workloads.
+    pub workloads: HashSet<(String, String, String, String)>,
+    /// Workload types that were listed; others are `OwnerStatus::Unknown`.
+    pub listed_kinds: HashSet<(String, String)>,
+}
+
+fn is_terminated(phase: &str) -> bool {
+    phase == "Succeeded" || phase == "Failed"
+}
+
+impl Owners {
+    pub fn add_pod(&mut self, pod: &Value) {
+        let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (ns, name) = (text("/metadata/namespace"), text("/metadata/name"));
+        let phase = match text("/status/phase") {
+            "" => "Pending",
+            p => p,
+        }
+        .to_string();
+        let account = match text("/spec/serviceAccountName") {
+            "" => text("/spec/serviceAccount"),
+            a => a,
+        };
+        if !account.is_empty() {
+            self.pods_by_account
+                .entry((ns.to_string(), account.to_string()))
+                .or_default()
+                .push(phase.clone());
+        }
+        self.pods.insert((ns.to_string(), name.to_string()), phase);
+    }
+
+    pub fn add_workload(&mut self, item: &Value) {
+        let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
+        self.workloads.insert((
+            text("/metadata/namespace").to_string(),
+            text("/apiVersion").to_string(),
+            text("/kind").to_string(),
+            text("/metadata/name").to_string(),
+        ));
+    }
+
+    /// Whether some pod still runs as `account` (counting terminated pods only
+    /// when they are not to be treated as gone).
+    fn account_in_use(&self, ns: &str, account: &str, include_terminated: bool) -> bool {
+        self.pods_by_account
+            .get(&(ns.to_string(), account.to_string()))
+            .is_some_and(|phases| {
+                phases
+                    .iter()
+                    .any(|p| !(include_terminated && is_terminated(p)))
+            })
+    }
+}
+
+/// A worker identity: up to three listed objects with one namespace and name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Identity {
+    pub namespace: String,
+    pub name: String,
+    /// By `Member`; missing members are absent.
+    pub members: BTreeMap<Member, ListedObject>,
+}
+
+impl Identity {
+    pub fn is_complete(&self) -> bool {
+        self.members.len() == 3
+    }
+
+    pub fn member(&self, m: Member) -> Option<&ListedObject> {
+        self.members.get(&m)
+    }
+
+    /// The ServiceAccount's view wins, then the Role's, then the RoleBinding's.
+    fn first_with<T>(&self, f: impl Fn(&ListedObject) -> Option<T>) -> Option<T> {
+        [Member::ServiceAccount, Member::Role, Member::RoleBinding]
+            .into_iter()
+            .filter_map(|m| self.members.get(&m))
+            .find_map(f)
+    }
+
+    pub fn origin(&self) -> Origin {
+        let manifest = self.first_with(|o| {
+            (o.labels.get(ORIGIN_LABEL).map(String::as_str) == Some(ORIGIN_MANIFEST)).then_some(())
+        });
+        if manifest.is_none() {
+            return Origin::Pod {
+                pod: self.name[PREFIX.len()..].to_string(),
+            };
+        }
+        let workload = self.first_with(|o| o.annotations.get(WORKLOAD_ANNOTATION).cloned());
+        let api_version =
+            self.first_with(|o| o.annotations.get(WORKLOAD_API_VERSION_ANNOTATION).cloned());
+        match (
+            workload.as_deref().and_then(|w| w.split_once('/')),
+            api_version,
+        ) {
+            (Some((kind, name)), Some(api_version)) if !kind.is_empty() && !name.is_empty() => {
+                Origin::Manifest {
+                    api_version,
+                    kind: kind.to_string(),
+                    name: name.to_string(),
+                }
+            }
+            _ => Origin::ManifestUnknownOwner,
+        }
+    }
+
+    /// The newest member's creation time: the identity is as young as its youngest part.
+    pub fn created(&self) -> Option<i64> {
+        self.members.values().filter_map(|o| o.created).max()
+    }
+
+    pub fn owner_status(&self, owners: &Owners) -> OwnerStatus {
+        let ns = self.namespace.clone();
+        match self.origin() {
+            Origin::Pod { pod } => match owners.pods.get(&(ns, pod)) {
+                Some(phase) => OwnerStatus::Pod {
+                    phase: phase.clone(),
+                },
+                None => OwnerStatus::Gone,
+            },
+            Origin::Manifest {
+                api_version,
+                kind,
+                name,
+            } => {
+                if api_version == "v1" && kind == "Pod" {
+                    return match owners.pods.get(&(ns, name)) {
+                        Some(phase) => OwnerStatus::Pod {
+                            phase: phase.clone(),
+                        },
+                        None => OwnerStatus::Gone,
+                    };
+                }
+                if !owners
+                    .listed_kinds
+                    .contains(&(api_version.clone(), kind.clone()))
+                {
+                    return OwnerStatus::Unknown;
+                }
+                if owners.workloads.contains(&(ns, api_version, kind, name)) {
+                    OwnerStatus::Exists
+                } else {
+                    OwnerStatus::Gone
+                }
+            }
+            Origin::ManifestUnknownOwner => OwnerStatus::Unknown,
+        }
+    }
+
+    /// The state, given the owners that exist and the clock.
+    pub fn state(&self, owners: &Owners, now: i64, options: &StateOptions) -> State {
+        let min_age = options.min_age.as_secs() as i64;
+        // An object without a timestamp is treated as new: never guess it is old.
+        let young = self.members.values().any(|o| match o.created {
+            Some(c) => now - c < min_age,
+            None => true,
+        });
+        if young {
+            return State::Young;
+        }
+        let owner_alive = match self.owner_status(owners) {
+            OwnerStatus::Pod { phase } => !(options.include_terminated && is_terminated(&phase)),
+            OwnerStatus::Exists | OwnerStatus::Unknown => true,
+            OwnerStatus::Gone => false,
+        };
+        // A pod still running as the account keeps it, whoever its owner is.
+        if owner_alive
+            || owners.account_in_use(&self.namespace, &self.name, options.include_terminated)
+        {
+            State::Active
+        } else if self.is_complete() {
+            State::Orphaned
+        } else {
+            State::Partial
+        }
+    }
+}
+
+/// What decides an identity's state besides the cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct StateOptions {
+    pub min_age: Duration,
+    /// Count Succeeded and Failed pods as gone.
+    pub include_terminated: bool,
+}
+
+/// Groups listed objects into identities, sorted by namespace and name.
+pub fn identities(objects: impl IntoIterator<Item = ListedObject>) -> Vec<Identity> {
+    let mut by_key: BTreeMap<(String, String), Identity> = BTreeMap::new();
+    for o in objects {
+        if !o.name.starts_with(PREFIX) {
+            continue;
+        }
+        let id = by_key
+            .entry((o.namespace.clone(), o.name.clone()))
+            .or_insert_with(|| Identity {
+                namespace: o.namespace.clone(),
+                name: o.name.clone(),
+                members: BTreeMap::new(),
+            });
+        id.members.insert(o.member, o);
+    }
+    by_key.into_values().collect()
+}
+
+/// `5m`, `3h`, `2d`, kubectl's AGE column.
+pub fn human_age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=7_199 => format!("{}m", s / 60),
+        7_200..=172_799 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub const NOW: i64 = 1_800_000_000;
+
+    pub fn object(member: Member, ns: &str, name: &str, age_secs: i64) -> ListedObject {
+        ListedObject {
+            member,
+            namespace: ns.into(),
+            name: name.into(),
+            uid: format!("uid-{}-{ns}-{name}", member.kind()),
+            created: Some(NOW - age_secs),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    pub fn trio(ns: &str, name: &str, age_secs: i64) -> Vec<ListedObject> {
+        Member::DELETE_ORDER
+            .into_iter()
+            .map(|m| object(m, ns, name, age_secs))
+            .collect()
+    }
+
+    pub fn manifest_trio(
+        ns: &str,
+        name: &str,
+        workload: &str,
+        api_version: &str,
+    ) -> Vec<ListedObject> {
+        trio(ns, name, 3600)
+            .into_iter()
+            .map(|mut o| {
+                o.labels.insert(ORIGIN_LABEL.into(), ORIGIN_MANIFEST.into());
+                o.annotations
+                    .insert(WORKLOAD_ANNOTATION.into(), workload.into());
+                o.annotations
+                    .insert(WORKLOAD_API_VERSION_ANNOTATION.into(), api_version.into());
+                o
+            })
+            .collect()
+    }
+
+    pub fn options() -> StateOptions {
+        StateOptions {
+            min_age: Duration::from_secs(600),
+            include_terminated: false,
+        }
+    }
+
+    fn pod(owners: &mut Owners, ns: &str, name: &str, account: &str, phase: &str) {
+        owners.add_pod(&json!({"metadata": {"namespace": ns, "name": name},
+            "spec": {"serviceAccountName": account}, "status": {"phase": phase}}));
+    }
+
+    #[test]
+    fn from_item_keeps_only_worker_trio_members() {
+        let sa = json!({"kind": "ServiceAccount", "metadata": {"name": "nvcf-worker-a", "namespace": "n", "uid": "u1", "creationTimestamp": "2027-01-15T08:00:00Z"}});
+        let o = ListedObject::from_item(&sa).unwrap();
+        assert_eq!((o.member, o.uid.as_str()), (Member::ServiceAccount, "u1"));
+        assert_eq!(o.created, Some(1800000000));
+        let other = json!({"kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "n", "uid": "u"}});
+        assert!(ListedObject::from_item(&other).is_none());
+        let pod = json!({"kind": "Pod", "metadata": {"name": "nvcf-worker-a", "namespace": "n", "uid": "u"}});
+        assert!(ListedObject::from_item(&pod).is_none());
+    }
+
+    #[test]
+    fn parse_time_reads_rfc3339() {
+        assert_eq!(parse_time("1970-01-01T00:01:40Z"), Some(100));
+        assert_eq!(parse_time("nonsense"), None);
+    }
+
+    #[test]
+    fn per_pod_identity_follows_its_pod_and_phase() {
+        let ids = identities(trio("n", "nvcf-worker-p", 3600));
+        let mut owners = Owners::default();
+        assert_eq!(ids[0].state(&owners, NOW, &options()), State::Orphaned);
+        pod(&mut owners, "n", "p", "nvcf-worker-p", "Running");
+        assert_eq!(ids[0].state(&owners, NOW, &options()), State::Active);
+        let mut done = Owners::default();
+        pod(&mut done, "n", "p", "nvcf-worker-p", "Succeeded");
+        assert_eq!(ids[0].state(&done, NOW, &options()), State::Active);
+        let include = StateOptions {
+            include_terminated: true,
+            ..options()
+        };
+        assert_eq!(ids[0].state(&done, NOW, &include), State::Orphaned);
+    }
+
+    #[test]
+    fn young_wins_over_everything_and_missing_timestamps_count_as_young() {
+        let mut objs = trio("n", "nvcf-worker-p", 3600);
+        objs[0].created = Some(NOW - 30);
+        let ids = identities(objs);
+        assert_eq!(
+            ids[0].state(&Owners::default(), NOW, &options()),
+            State::Young
+        );
+        let mut objs = trio("n", "nvcf-worker-q", 3600);
+        objs[2].created = None;
+        let ids = identities(objs);
+        assert_eq!(
+            ids[0].state(&Owners::default(), NOW, &options()),
+            State::Young
+        );
+    }
+
+    #[test]
+    fn incomplete_trio_of_a_gone_owner_is_partial() {
+        let mut objs = trio("n", "nvcf-worker-p", 3600);
+        objs.remove(0);
+        let ids = identities(objs);
+        assert!(!ids[0].is_complete());
+        assert_eq!(
+            ids[0].state(&Owners::default(), NOW, &options()),
+            State::Partial
+        );
+    }
+
+    #[test]
+    fn manifest_identity_lives_while_its_workload_exists() {
+        let ids = identities(manifest_trio(
+            "n",
+            "nvcf-worker-web",
+            "Deployment/web",
+            "apps/v1",
+        ));
+        let mut owners = Owners::default();
+        owners
+            .listed_kinds
+            .insert(("apps/v1".into(), "Deployment".into()));
+        assert_eq!(ids[0].state(&owners, NOW, &options()), State::Orphaned);
+        // A Deployment scaled to 0 still exists: no pods, still active.
+        owners.add_workload(&json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "n", "name": "web"}}));
+        assert_eq!(ids[0].state(&owners, NOW, &options()), State::Active);
+        // An unlisted owner kind is never guessed to be gone.
+        let ids = identities(manifest_trio(
+            "n",
+            "nvcf-worker-r",
+            "Rollout/r",
+            "argoproj.io/v1alpha1",
+        ));
+        assert_eq!(ids[0].owner_status(&owners), OwnerStatus::Unknown);
+        assert_eq!(ids[0].state(&owners, NOW, &options()), State::Active);
+    }
+
+    #[test]
+    fn a_pod_running_as_the_account_keeps_it_even_if_the_names_differ() {
+        let ids = identities(trio("n", "nvcf-worker-web", 3600));
+        let mut owners = Owners::default();
+        pod(
+            &mut owners,
+            "n",
+            "web-5d8f-abcde",
+            "nvcf-worker-web",
+            "Running",
+        );
+        assert_eq!(ids[0].state(&owners, NOW, &options()), State::Active);
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_age(59), "59s");
+        assert_eq!(human_age(600), "10m");
+        assert_eq!(human_age(7200), "2h");
+        assert_eq!(human_age(3 * 86_400), "3d");
+    }
+}

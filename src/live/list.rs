@@ -1,0 +1,300 @@
+//! Rendering for `list` (table, and the versioned `WorkerIdentityList` document)
+//! and for cleanup's plan and summary.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::cleanup::{Plan, Summary};
+use super::inventory::{human_age, Member, Origin, OwnerStatus, State, StateOptions};
+use super::Inventory;
+use crate::error::{Error, Result};
+use crate::manifest::{from_json, node_to_yaml};
+
+/// The document `list -o json|yaml` prints; bump on incompatible changes.
+pub const LIST_API_VERSION: &str = "nvcf.io/v1alpha1";
+pub const LIST_KIND: &str = "WorkerIdentityList";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty when a manifest-declared identity does not say.
+    pub name: String,
+    /// false when gone; true when it exists or cannot be checked (see `checked`).
+    pub exists: bool,
+    /// false when the owner's kind is not one this tool lists.
+    pub checked: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberRef {
+    pub uid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Members {
+    pub service_account: Option<MemberRef>,
+    pub role: Option<MemberRef>,
+    pub role_binding: Option<MemberRef>,
+}
+
+/// One row of `list`: one identity.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub namespace: String,
+    pub name: String,
+    /// `pod` (provisioned by the agent) or `manifest` (declared with inject).
+    pub origin: &'static str,
+    pub owner: OwnerRef,
+    pub members: Members,
+    pub complete: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_seconds: Option<i64>,
+    pub state: State,
+}
+
+fn timestamp(secs: i64) -> Option<String> {
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .ok()
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+pub fn rows(inventory: &Inventory, now: i64, options: &StateOptions) -> Vec<Row> {
+    inventory
+        .identities
+        .iter()
+        .map(|id| {
+            let status = id.owner_status(&inventory.owners);
+            let (origin, api_version, kind, name) = match id.origin() {
+                Origin::Pod { pod } => ("pod", "v1".into(), "Pod".into(), pod),
+                Origin::Manifest {
+                    api_version,
+                    kind,
+                    name,
+                } => ("manifest", api_version, kind, name),
+                Origin::ManifestUnknownOwner => {
+                    ("manifest", String::new(), String::new(), String::new())
+                }
+            };
+            let member = |m: Member| {
+                id.member(m).map(|o| MemberRef {
+                    uid: o.uid.clone(),
+                    created_at: o.created.and_then(timestamp),
+                })
+            };
+            Row {
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+                origin,
+                owner: OwnerRef {
+                    api_version,
+                    kind,
+                    name,
+                    exists: status != OwnerStatus::Gone,
+                    checked: status != OwnerStatus::Unknown,
+                    phase: match &status {
+                        OwnerStatus::Pod { phase } => Some(phase.clone()),
+                        _ => None,
+                    },
+                },
+                members: Members {
+                    service_account: member(Member::ServiceAccount),
+                    role: member(Member::Role),
+                    role_binding: member(Member::RoleBinding),
+                },
+                complete: id.is_complete(),
+                age_seconds: id.created().map(|c| now - c),
+                state: id.state(&inventory.owners, now, options),
+            }
+        })
+        .collect()
+}
+
+fn write_err(e: std::io::Error) -> Error {
+    Error::io("<stdout>", e)
+}
+
+fn owner_cell(o: &OwnerRef) -> String {
+    if o.kind.is_empty() {
+        return "?".into();
+    }
+    format!("{}/{}", o.kind.to_ascii_lowercase(), o.name)
+}
+
+fn owner_status_cell(o: &OwnerRef) -> String {
+    match (&o.phase, o.exists, o.checked) {
+        (Some(phase), _, _) => phase.clone(),
+        (None, _, false) => "unknown".into(),
+        (None, true, true) => "exists".into(),
+        (None, false, _) => "gone".into(),
+    }
+}
+
+fn trio_cell(m: &Members) -> String {
+    let missing: Vec<&str> = [
+        (m.service_account.is_none(), "ServiceAccount"),
+        (m.role.is_none(), "Role"),
+        (m.role_binding.is_none(), "RoleBinding"),
+    ]
+    .into_iter()
+    .filter_map(|(missing, k)| missing.then_some(k))
+    .collect();
+    if missing.is_empty() {
+        "complete".into()
+    } else {
+        format!("no {}", missing.join(","))
+    }
+}
+
+/// Left-aligned columns separated by three spaces, as kubectl prints them.
+fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}   "));
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(header.to_vec())).map_err(write_err)?;
+    for r in rows {
+        writeln!(out, "{}", line(r.iter().map(String::as_str).collect())).map_err(write_err)?;
+    }
+    Ok(())
+}
+
+pub fn render(rows: &[Row], format: ListFormat, out: &mut dyn Write) -> Result<()> {
+    match format {
+        ListFormat::Table => {
+            if rows.is_empty() {
+                return writeln!(out, "No worker identities found.").map_err(write_err);
+            }
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.namespace.clone(),
+                        r.name.clone(),
+                        r.origin.to_string(),
+                        owner_cell(&r.owner),
+                        owner_status_cell(&r.owner),
+                        trio_cell(&r.members),
+                        r.age_seconds.map_or("<unknown>".into(), human_age),
+                        r.state.as_str().to_string(),
+                    ]
+                })
+                .collect();
+            write_table(
+                &[
+                    "NAMESPACE",
+                    "NAME",
+                    "ORIGIN",
+                    "OWNER",
+                    "OWNER-STATUS",
+                    "TRIO",
+                    "AGE",
+                    "STATE",
+                ],
+                &cells,
+                out,
+            )
+        }
+        ListFormat::Json | ListFormat::Yaml => {
+            let doc = serde_json::json!({
+                "apiVersion": LIST_API_VERSION,
+                "kind": LIST_KIND,
+                "items": rows,
+            });
+            if format == ListFormat::Json {
+                serde_json::to_writer_pretty(&mut *out, &doc).map_err(|e| write_err(e.into()))?;
+                writeln!(out).map_err(write_err)
+            } else {
+                out.write_all(node_to_yaml(&from_json(&doc)).as_bytes())
+                    .map_err(write_err)
+            }
+        }
+    }
+}
+
+pub fn write_plan(plan: &Plan, out: &mut dyn Write) -> Result<()> {
+    let kept: Vec<String> = plan
+        .kept
+        .iter()
+        .map(|(state, n)| format!("{}: {n}", state.as_str()))
+        .collect();
+    writeln!(
+        out,
+        "plan: delete {} identities ({} objects); keep {}{}",
+        plan.delete.len(),
+        plan.objects(),
+        plan.kept.values().sum::<usize>(),
+        if kept.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", kept.join(", "))
+        }
+    )
+    .map_err(write_err)?;
+    for p in &plan.delete {
+        let kinds: Vec<&str> = p.deletions.iter().map(|d| d.member.kind()).collect();
+        writeln!(
+            out,
+            "  delete {}/{} ({}): {}",
+            p.namespace,
+            p.name,
+            p.state.as_str(),
+            kinds.join(", ")
+        )
+        .map_err(write_err)?;
+    }
+    Ok(())
+}
+
+pub fn write_summary(summary: &Summary, dry_run: bool, out: &mut dyn Write) -> Result<()> {
+    writeln!(
+        out,
+        "{}: {} identities ({} objects); skipped: {}; failed: {}",
+        if dry_run {
+            "server dry run, would delete"
+        } else {
+            "deleted"
+        },
+        summary.deleted,
+        summary.objects,
+        summary.skipped.len(),
+        summary.failed.len()
+    )
+    .map_err(write_err)?;
+    for (who, why) in &summary.skipped {
+        writeln!(out, "  skipped {who}: {why}").map_err(write_err)?;
+    }
+    for (who, _) in &summary.failed {
+        writeln!(out, "  failed {who}").map_err(write_err)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! Parsing a large stream on every core.
+//!
+//! Parsing is most of the cost of `inject` and `validate`. A stream splits cleanly at
+//! document markers: a `---` at the start of a line always starts a document (YAML
+//! forbids it inside a multi-line scalar at column 0). So the input is cut there into
+//! chunks of about a MiB, the chunks are parsed in parallel (which also bounds the
+//! parser's own buffers to a chunk each), and lines and document indexes are shifted
+//! back to positions in the whole stream. Any error re-parses the whole stream in
+//! one piece, so errors are exactly those of `parse_stream`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::node::{Node, Value};
+use super::parse::{parse_stream, Document, ParseError};
+
+/// Below this, one thread is faster than splitting.
+const CHUNK: usize = 1 << 20;
+
+/// Byte offsets where chunks start, with the number of lines before each.
+fn chunk_starts(input: &[u8]) -> Vec<(usize, u32)> {
+    let mut starts = vec![(0usize, 0u32)];
+    let mut lines = 0u32;
+    let mut counted_to = 0usize;
+    let mut from = CHUNK;
+    while from < input.len() {
+        let Some(at) = next_marker(input, from) else {
+            break;
+        };
+        lines += bytecount(&input[counted_to..at]);
+        counted_to = at;
+        starts.push((at, lines));
+        from = at + CHUNK;
+    }
+    starts
+}
+
+fn bytecount(b: &[u8]) -> u32 {
+    b.iter().filter(|&&c| c == b'\n').count() as u32
+}
+
+/// The next `---` that starts a line and is a marker (followed by a blank or the end).
+fn next_marker(input: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 3 <= input.len() {
+        let nl = input[i..].iter().position(|&c| c == b'\n')? + i;
+        let at = nl + 1;
+        if input[at..].starts_with(b"---")
+            && matches!(input.get(at + 3), None | Some(b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            return Some(at);
+        }
+        i = at;
+    }
+    None
+}
+
+fn shift_lines(n: &mut Node, by: u32) {
+    if n.line > 0 {
+        n.line += by;
+    }
+    match &mut n.value {
+        Value::Seq { items, .. } => items.iter_mut().for_each(|i| shift_lines(i, by)),
+        Value::Map { entries, .. } => entries.iter_mut().for_each(|(k, v)| {
+            shift_lines(k, by);
+            shift_lines(v, by);
+        }),
+        Value::Scalar(_) | Value::Alias(_) => {}
+    }
+}
+
+/// `parse_stream`, on every core for large input; the same result either way.
+pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || input.len() < 2 * CHUNK {
+        return parse_stream(input);
+    }
+    let starts = chunk_starts(input);
+    if starts.len() < 2 {
+        return parse_stream(input);
+    }
+    let bounds: Vec<(usize, usize, u32)> = starts
+        .iter()
+        .enumerate()
+        .map(|(i, &(start, lines))| (start, starts.get(i + 1).map_or(input.len(), |s| s.0), lines))
+        .collect();
+    let results: Vec<Mutex<Option<Result<Vec<Document>, ParseError>>>> =
+        bounds.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(bounds.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(start, end, lines)) = bounds.get(i) else {
+                    break;
+                };
+                let mut parsed = parse_stream(&input[start..end]);
+                if let Ok(docs) = &mut parsed {
+                    for d in docs.iter_mut().filter(|_| lines > 0) {
+                        d.line += lines;
+                        shift_lines(&mut d.root, lines);
+                        if let Some(r) = &mut d.resolved {
+                            shift_lines(r, lines);
+                        }
+                    }
+                }
+                *results[i].lock().expect("no poisoned chunk") = Some(parsed);
+            });
+        }
+    });
+    let mut docs = Vec::new();
+    for slot in results {
+        match slot
+            .into_inner()
+            .expect("no poisoned chunk")
+            .expect("every chunk parsed")
+        {
+            Ok(chunk) => {
+                let base = docs.len();
+                docs.extend(chunk.into_iter().map(|mut d| {
+                    d.index += base;
+                    d
+                }));
+            }
+            // Report exactly what a whole-stream parse reports.
+            Err(_) => return parse_stream(input),
+        }
+    }
+    Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::to_yaml;
+
+    fn big_stream() -> String {
+        let mut s = String::new();
+        for i in 0..40_000 {
+            s.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  a: |\n    ---\n    text {i}\n  b: \"x\"\n"));
+        }
+        s
+    }
+
+    #[test]
+    fn same_documents_lines_and_indexes_as_one_thread() {
+        let input = big_stream();
+        assert!(input.len() > 4 * CHUNK);
+        let one = parse_stream(input.as_bytes()).unwrap();
+        let many = parse_stream_parallel(input.as_bytes()).unwrap();
+        assert_eq!(one.len(), many.len());
+        for (a, b) in one.iter().zip(&many) {
+            assert_eq!((a.index, a.line), (b.index, b.line));
+            assert_eq!(a.root, b.root); // node lines included
+        }
+        assert_eq!(to_yaml(&one), to_yaml(&many));
+    }
+
+    #[test]
+    fn errors_are_those_of_a_whole_parse() {
+        let mut input = big_stream();
+        input.push_str("---\na: 1\na: 2\n");
+        assert_eq!(
+            parse_stream_parallel(input.as_bytes()).unwrap_err(),
+            parse_stream(input.as_bytes()).unwrap_err()
+        );
+    }
+
+    #[test]
+    fn markers_inside_indented_block_scalars_are_not_split_points() {
+        let input = big_stream();
+        for &(at, _) in &chunk_starts(input.as_bytes())[1..] {
+            assert!(
+                input[at..].starts_with("---\napiVersion"),
+                "split inside a document at {at}"
+            );
+        }
+    }
+}

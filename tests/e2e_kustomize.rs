@@ -1,0 +1,249 @@
+//! The binary as kustomize's legacy exec plugin under the real
+//! `kubectl kustomize --enable-alpha-plugins`, installed by `install-kustomize-plugin`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_yaml::Value;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
+
+const DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    nvcf.io/worker: "true"
+spec:
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+"#;
+
+const SERVICE: &str = r#"apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector:
+    app: web
+  ports:
+    - port: 80
+"#;
+
+const WORKER: &str = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata:\n  name: worker\nspec:\n  clusterID: c1\n  expirationSeconds: 3600\n";
+const GUARD: &str = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata:\n  name: guard\nspec:\n  mode: validate\n";
+
+/// A scratch directory whose XDG_CONFIG_HOME holds the installed plugin.
+struct Sandbox(TempDir);
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let s = Sandbox(tempfile::tempdir().unwrap());
+        let root = s.config_home().join("kustomize/plugin");
+        let out = Command::new(BIN)
+            .args(["install-kustomize-plugin", "--plugin-root"])
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let link = root.join("fn.nvcf.io/v1alpha1/workeridentity/WorkerIdentity");
+        assert_eq!(
+            std::fs::canonicalize(link).unwrap(),
+            std::fs::canonicalize(BIN).unwrap()
+        );
+        s
+    }
+
+    fn config_home(&self) -> PathBuf {
+        self.0.path().join("home/.config")
+    }
+
+    /// A kustomization directory with `files` (name, content).
+    fn dir(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = self.0.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (f, content) in files {
+            std::fs::write(dir.join(f), content).unwrap();
+        }
+        dir
+    }
+
+    fn build(&self, dir: &Path) -> Output {
+        Command::new("kubectl")
+            .args(["kustomize", "--enable-alpha-plugins"])
+            .arg(dir)
+            .env("HOME", self.0.path().join("home"))
+            .env("XDG_CONFIG_HOME", self.config_home())
+            .output()
+            .unwrap()
+    }
+
+    /// Builds `dir`, expecting success; the objects by `Kind/name`.
+    fn objects(&self, dir: &Path) -> Vec<(String, Value)> {
+        let out = self.build(dir);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_yaml::Deserializer::from_slice(&out.stdout)
+            .map(|d| {
+                let v: Value = serde::Deserialize::deserialize(d).unwrap();
+                let id = format!(
+                    "{}/{}",
+                    v["kind"].as_str().unwrap(),
+                    v["metadata"]["name"].as_str().unwrap()
+                );
+                (id, v)
+            })
+            .collect()
+    }
+}
+
+fn get<'a>(objects: &'a [(String, Value)], id: &str) -> &'a Value {
+    &objects
+        .iter()
+        .find(|(i, _)| i == id)
+        .unwrap_or_else(|| panic!("{id} not in the build"))
+        .1
+}
+
+fn app(kustomization: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("deploy.yaml", DEPLOYMENT.to_string()),
+        ("service.yaml", SERVICE.to_string()),
+        ("worker.yaml", WORKER.to_string()),
+        ("guard.yaml", GUARD.to_string()),
+        ("kustomization.yaml", kustomization.to_string()),
+    ]
+}
+
+fn files<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    v.iter().map(|(n, c)| (*n, c.as_str())).collect()
+}
+
+const TRIO: [&str; 3] = [
+    "ServiceAccount/nvcf-worker-web",
+    "Role/nvcf-worker-web",
+    "RoleBinding/nvcf-worker-web",
+];
+
+#[test]
+fn transformer_injects_and_adds_the_trio() {
+    let s = Sandbox::new();
+    let a = app("resources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\n");
+    let dir = s.dir("app", &files(&a));
+    let objects = s.objects(&dir);
+    let mut ids: Vec<_> = objects.iter().map(|(i, _)| i.as_str()).collect();
+    ids.sort();
+    let mut want = vec!["Deployment/web", "Service/web"];
+    want.extend(TRIO);
+    want.sort();
+    assert_eq!(ids, want);
+
+    let pod = &get(&objects, "Deployment/web")["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"].as_str(), Some("nvcf-worker-web"));
+    assert_eq!(pod["automountServiceAccountToken"].as_bool(), Some(false));
+    let token = &pod["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(token["audience"].as_str(), Some("nvcf-icms:c1"));
+    assert_eq!(token["expirationSeconds"].as_i64(), Some(3600));
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0]["mountPath"].as_str(),
+        Some("/var/run/secrets/tokens")
+    );
+    let service: Value = serde_yaml::from_str(SERVICE).unwrap();
+    assert_eq!(get(&objects, "Service/web"), &service);
+    let sa = get(&objects, "ServiceAccount/nvcf-worker-web");
+    assert_eq!(sa["automountServiceAccountToken"].as_bool(), Some(false));
+    assert_eq!(
+        get(&objects, "Role/nvcf-worker-web")["rules"],
+        Value::Sequence(vec![])
+    );
+}
+
+#[test]
+fn kustomization_namespace_reaches_the_trio_and_the_binding_subject() {
+    let s = Sandbox::new();
+    // kustomize runs its namespace transformer before `transformers:`, so the plugin
+    // already sees the namespace and generates the trio in it.
+    let a = app(
+        "namespace: prod\nresources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\n",
+    );
+    let same = s.dir("same", &files(&a));
+    // An overlay setting the namespace over a base that injected in ns1: kustomize
+    // moves the trio and rewrites the subject namespace too.
+    let mut b = app("resources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\n");
+    b[0].1 = DEPLOYMENT.replace(
+        "  name: web\n  labels:",
+        "  name: web\n  namespace: ns1\n  labels:",
+    );
+    let base = s.dir("base", &files(&b));
+    let overlay = s.dir(
+        "overlay",
+        &[(
+            "kustomization.yaml",
+            "resources: [../base]\nnamespace: prod\n",
+        )],
+    );
+    let base_objects = s.objects(&base);
+    assert_eq!(
+        get(&base_objects, "RoleBinding/nvcf-worker-web")["subjects"][0]["namespace"].as_str(),
+        Some("ns1")
+    );
+    for dir in [same, overlay] {
+        let objects = s.objects(&dir);
+        assert_eq!(objects.len(), 5);
+        for (id, o) in &objects {
+            assert_eq!(o["metadata"]["namespace"].as_str(), Some("prod"), "{id}");
+        }
+        let binding = get(&objects, "RoleBinding/nvcf-worker-web");
+        assert_eq!(
+            binding["subjects"],
+            serde_yaml::from_str::<Value>(
+                "[{kind: ServiceAccount, name: nvcf-worker-web, namespace: prod}]"
+            )
+            .unwrap(),
+            "{}",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn validator_passes_clean_and_injected_and_fails_forged() {
+    let s = Sandbox::new();
+    let clean = app("resources: [deploy.yaml, service.yaml]\nvalidators: [guard.yaml]\n");
+    let objects = s.objects(&s.dir("clean", &files(&clean)));
+    let deployment: Value = serde_yaml::from_str(DEPLOYMENT).unwrap();
+    assert_eq!(get(&objects, "Deployment/web"), &deployment);
+    assert_eq!(objects.len(), 2);
+
+    let injected = app(
+        "resources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\nvalidators: [guard.yaml]\n",
+    );
+    assert_eq!(s.objects(&s.dir("injected", &files(&injected))).len(), 5);
+
+    let mut forged = clean.clone();
+    forged[0].1 = DEPLOYMENT.replace(
+        "      containers:",
+        "      serviceAccountName: nvcf-worker-x\n      containers:",
+    );
+    let out = s.build(&s.dir("forged", &files(&forged)));
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NVW101") && err.contains("\"nvcf-worker-x\""),
+        "{err}"
+    );
+}

@@ -1,0 +1,327 @@
+//! The catalog-style examples under examples/: each package is copied to a temp
+//! dir (without `.expected/`), run twice with the real `kpt fn eval --exec`, and
+//! compared with `.expected/`: `config.yaml` (testType, exitCode, execPath, args),
+//! `diff.patch` (`git diff` of the package after the function, as the kpt
+//! functions catalog records it) and, when present, `results.yaml`.
+//!
+//! `UPDATE_EXPECTED=1 cargo test --test examples` rewrites the expected files.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
+const EXAMPLES: [&str; 4] = [
+    "inject-deployment",
+    "validate-forged-reference",
+    "cronjob",
+    "kustomize-overlay",
+];
+
+fn example_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+fn updating() -> bool {
+    std::env::var_os("UPDATE_EXPECTED").is_some_and(|v| v == "1")
+}
+
+/// Compares `actual` with `.expected/<file>`, or rewrites it under UPDATE_EXPECTED=1.
+fn check_expected(name: &str, file: &str, actual: &str) {
+    let path = example_dir(name).join(".expected").join(file);
+    if updating() {
+        fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_EXPECTED=1 writes it)", path.display()));
+    assert!(
+        expected == actual,
+        "{name}: .expected/{file} differs from the actual output\n--- expected\n{expected}\n--- actual\n{actual}"
+    );
+}
+
+struct TestCase {
+    exit_code: i32,
+    args: BTreeMap<String, String>,
+}
+
+fn test_case(name: &str) -> TestCase {
+    let path = example_dir(name).join(".expected/config.yaml");
+    let v: serde_yaml::Value = serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["testType"].as_str(), Some("eval"), "{name}: testType");
+    assert_eq!(
+        v["execPath"].as_str(),
+        Some("kubectl-nvcf-worker"),
+        "{name}: execPath names the function binary"
+    );
+    let args = v["args"]
+        .as_mapping()
+        .unwrap_or_else(|| panic!("{name}: args must be a mapping"))
+        .iter()
+        .map(|(k, v)| {
+            let s = |v: &serde_yaml::Value| v.as_str().map(str::to_owned);
+            (
+                s(k).unwrap(),
+                s(v).expect("args values are strings, as kpt sends them"),
+            )
+        })
+        .collect();
+    TestCase {
+        exit_code: v["exitCode"].as_i64().unwrap_or(0) as i32,
+        args,
+    }
+}
+
+fn copy_package(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() == ".expected" {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_package(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// git with no user or system config, so the diff format is git's default.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=examples",
+            "-c",
+            "user.email=examples@localhost",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.autocrlf=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git runs");
+    ok(out, &format!("git {args:?}"))
+}
+
+/// One `kpt fn eval --exec`; returns the exit code and results.yaml with the
+/// binary's path normalised to its name.
+fn kpt_eval(pkg: &Path, results: &Path, case: &TestCase) -> (i32, String) {
+    let _ = fs::remove_dir_all(results);
+    let out = Command::new("kpt")
+        .args(["fn", "eval", "--exec", BIN])
+        .arg(pkg)
+        .arg("--results-dir")
+        .arg(results)
+        .arg("--")
+        .args(case.args.iter().map(|(k, v)| format!("{k}={v}")))
+        .output()
+        .expect("kpt runs");
+    let code = out.status.code().expect("kpt exited");
+    let results = fs::read_to_string(results.join("results.yaml"))
+        .unwrap_or_else(|e| {
+            panic!(
+                "kpt wrote no results.yaml ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .replace(BIN, "kubectl-nvcf-worker");
+    (code, results)
+}
+
+/// Runs an example as the kpt catalog does and checks it against `.expected/`.
+/// Returns the temp dir holding the package after the runs.
+fn run_example(name: &str) -> tempfile::TempDir {
+    let case = test_case(name);
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = tmp.path().join(name);
+    let results_dir = tmp.path().join("results");
+    copy_package(&example_dir(name), &pkg);
+    git(&pkg, &["init", "-q"]);
+    git(&pkg, &["add", "-A"]);
+    git(&pkg, &["commit", "-q", "-m", "package"]);
+
+    let (code, results) = kpt_eval(&pkg, &results_dir, &case);
+    assert_eq!(
+        code, case.exit_code,
+        "{name}: first run's exit code\n{results}"
+    );
+    git(&pkg, &["add", "-A"]);
+    let diff = git(
+        &pkg,
+        &[
+            "diff",
+            "--cached",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-renames",
+        ],
+    );
+    check_expected(name, "diff.patch", &diff);
+    if example_dir(name).join(".expected/results.yaml").exists() || case.exit_code != 0 {
+        check_expected(name, "results.yaml", &results);
+    }
+    git(&pkg, &["commit", "-q", "--allow-empty", "-m", "first run"]);
+
+    let (code2, results2) = kpt_eval(&pkg, &results_dir, &case);
+    assert_eq!(code2, case.exit_code, "{name}: second run's exit code");
+    assert_eq!(results2, results, "{name}: second run reports the same");
+    let changed = git(&pkg, &["status", "--porcelain", "--untracked-files=all"]);
+    assert_eq!(
+        changed, "",
+        "{name}: second run changed the package (not idempotent)"
+    );
+    tmp
+}
+
+#[test]
+fn inject_deployment() {
+    run_example("inject-deployment");
+    let diff =
+        fs::read_to_string(example_dir("inject-deployment").join(".expected/diff.patch")).unwrap();
+    assert!(diff.contains("+      serviceAccountName: nvcf-worker-inference"));
+    assert!(diff.contains("+                  audience: nvcf-icms:prod-1"));
+    assert!(diff.contains("+kind: RoleBinding"));
+    assert!(
+        !diff.contains("frontend.yaml"),
+        "an unlabelled workload must be left alone"
+    );
+}
+
+#[test]
+fn validate_forged_reference_is_rejected() {
+    run_example("validate-forged-reference");
+    let dir = example_dir("validate-forged-reference").join(".expected");
+    assert_eq!(fs::read_to_string(dir.join("diff.patch")).unwrap(), "");
+    let results = fs::read_to_string(dir.join("results.yaml")).unwrap();
+    assert!(results.contains("rule: NVW101"), "{results}");
+    assert!(results.contains("severity: error"), "{results}");
+    assert!(
+        results.contains("path: spec.template.spec.serviceAccountName"),
+        "{results}"
+    );
+}
+
+#[test]
+fn cronjob() {
+    run_example("cronjob");
+    let diff = fs::read_to_string(example_dir("cronjob").join(".expected/diff.patch")).unwrap();
+    assert!(diff.contains("+          serviceAccountName: nvcf-worker-model-sync"));
+    assert!(diff.contains("+                      expirationSeconds: 3600"));
+    // includeInitContainers=true: the init container gets the mount too.
+    assert_eq!(
+        diff.matches("+                - name: nvcf-worker-token")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn kustomize_overlay() {
+    let tmp = run_example("kustomize-overlay");
+    assert_eq!(
+        fs::read_to_string(example_dir("kustomize-overlay").join(".expected/diff.patch")).unwrap(),
+        "",
+        "validate mode changes nothing"
+    );
+
+    let xdg = tmp.path().join("xdg");
+    let root = xdg.join("kustomize/plugin");
+    let installed = ok(
+        Command::new(BIN)
+            .args(["install-kustomize-plugin", "--plugin-root"])
+            .arg(&root)
+            .output()
+            .unwrap(),
+        "install-kustomize-plugin",
+    );
+    assert!(installed.contains("fn.nvcf.io/v1alpha1/workeridentity/WorkerIdentity"));
+    let rendered = ok(
+        Command::new("kubectl")
+            .args(["kustomize", "--enable-alpha-plugins"])
+            .arg(tmp.path().join("kustomize-overlay/overlay"))
+            .env("XDG_CONFIG_HOME", &xdg)
+            .output()
+            .unwrap(),
+        "kubectl kustomize",
+    );
+    check_expected("kustomize-overlay", "kustomize.yaml", &rendered);
+    assert!(rendered.contains("audience: nvcf-icms:staging-1"));
+    assert!(rendered.contains("namespace: nvcf-staging"));
+
+    // What the plugin produced passes the guard.
+    let mut child = Command::new(BIN)
+        .args(["validate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rendered.as_bytes())
+        .unwrap();
+    ok(
+        child.wait_with_output().unwrap(),
+        "validate of the rendered overlay",
+    );
+}
+
+#[test]
+fn every_example_is_a_tested_package_with_a_readme() {
+    let mut found: Vec<String> =
+        fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            // Plain files are cargo examples (`examples/*.rs`), not kpt packages.
+            .filter(|e| e.file_type().unwrap().is_dir())
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+    found.sort();
+    let mut want = EXAMPLES.map(String::from).to_vec();
+    want.sort();
+    assert_eq!(found, want, "every example has a test above");
+    for name in EXAMPLES {
+        let dir = example_dir(name);
+        assert!(dir.join("Kptfile").is_file(), "{name}: Kptfile");
+        let readme = fs::read_to_string(dir.join("README.md")).unwrap();
+        for section in [
+            "## Overview",
+            "## Function invocation",
+            "## Expected result",
+        ] {
+            assert!(readme.contains(section), "{name}/README.md lacks {section}");
+        }
+        // The README shows the same invocation the test runs.
+        let case = test_case(name);
+        let args: Vec<String> = case.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert!(
+            readme.contains(&format!("-- {}", args.join(" "))),
+            "{name}/README.md shows `kpt fn eval ... -- {}`",
+            args.join(" ")
+        );
+    }
+}

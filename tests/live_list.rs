@@ -1,0 +1,225 @@
+//! `list` end to end: states and owners, the versioned JSON/YAML document, and
+//! both plugin names through the real kubectl's plugin dispatch.
+
+mod live_support;
+
+use std::time::Duration;
+
+use live_support::*;
+use serde_json::{json, Value};
+
+fn seeded() -> Cluster {
+    let c = Cluster::start();
+    c.seed_trio(NS, "nvcf-worker-runner", OLD);
+    c.seed_pod(NS, "runner", "nvcf-worker-runner", "Running");
+    c.seed_trio(NS, "nvcf-worker-gone", OLD);
+    c.seed_trio(NS, "nvcf-worker-fresh", Duration::from_secs(30));
+    c.seed_trio(NS, "nvcf-worker-half", OLD);
+    c.server.delete(
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        Some(NS),
+        "nvcf-worker-half",
+    );
+    c.server.create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}}}}));
+    c.seed_manifest_trio(NS, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
+    c
+}
+
+#[test]
+fn table_shows_one_row_per_identity_with_owner_and_state() {
+    let c = seeded();
+    let out = ok(&c.run(&["list"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("NAMESPACE   NAME"), "{out}");
+    assert_eq!(lines.len(), 6, "{out}");
+    let row = |name: &str| -> Vec<&str> {
+        lines
+            .iter()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no row {name}: {out}"))
+            .split_whitespace()
+            .collect()
+    };
+    assert_eq!(
+        row("nvcf-worker-runner"),
+        [
+            "team-a",
+            "nvcf-worker-runner",
+            "pod",
+            "pod/runner",
+            "Running",
+            "complete",
+            "60m",
+            "active"
+        ]
+    );
+    assert_eq!(
+        row("nvcf-worker-gone")[4..],
+        ["gone", "complete", "60m", "orphaned"]
+    );
+    assert_eq!(row("nvcf-worker-fresh")[7], "young");
+    assert_eq!(
+        row("nvcf-worker-half")[5..],
+        ["no", "RoleBinding", "60m", "partial"]
+    );
+    assert_eq!(
+        row("nvcf-worker-web")[2..5],
+        ["manifest", "deployment/web", "exists"]
+    );
+    assert_eq!(row("nvcf-worker-web")[7], "active");
+    println!("{out}");
+}
+
+#[test]
+fn json_and_yaml_are_a_versioned_worker_identity_list() {
+    let c = seeded();
+    let doc: Value = serde_json::from_str(&ok(&c.run(&["list", "-o", "json"]))).unwrap();
+    assert_eq!(doc["apiVersion"], "nvcf.io/v1alpha1");
+    assert_eq!(doc["kind"], "WorkerIdentityList");
+    let items = doc["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    let web = items
+        .iter()
+        .find(|i| i["name"] == "nvcf-worker-web")
+        .unwrap();
+    assert_eq!(web["origin"], "manifest");
+    assert_eq!(
+        web["owner"],
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "exists": true, "checked": true})
+    );
+    assert_eq!(web["complete"], true);
+    assert_eq!(web["state"], "active");
+    let sa = c
+        .server
+        .get("v1", "ServiceAccount", Some(NS), "nvcf-worker-web")
+        .unwrap();
+    assert_eq!(
+        web["members"]["serviceAccount"]["uid"],
+        sa["metadata"]["uid"]
+    );
+    let half = items
+        .iter()
+        .find(|i| i["name"] == "nvcf-worker-half")
+        .unwrap();
+    assert_eq!(half["members"]["roleBinding"], Value::Null);
+    assert_eq!(half["state"], "partial");
+
+    let yaml = ok(&c.run(&["list", "-o", "yaml"]));
+    let mut from_yaml: Value = serde_yaml::from_str(&yaml).unwrap();
+    // Ages move between the two runs; everything else must match.
+    let mut doc = doc;
+    for d in [&mut doc, &mut from_yaml] {
+        for item in d["items"].as_array_mut().unwrap() {
+            item.as_object_mut().unwrap().remove("ageSeconds");
+        }
+    }
+    assert_eq!(from_yaml, doc);
+    println!("{yaml}");
+}
+
+#[test]
+fn kubectl_runs_both_plugin_names() {
+    let c = seeded();
+    // kubectl-nvcf_worker → `kubectl nvcf-worker`.
+    let dir = plugin_dir("kubectl-nvcf_worker");
+    let out = ok(&kubectl(
+        dir.path(),
+        &c.kubeconfig,
+        &["nvcf-worker", "list"],
+    ));
+    assert!(
+        out.contains("nvcf-worker-runner") && out.contains("orphaned"),
+        "{out}"
+    );
+    // kubectl-nvcf-worker → `kubectl nvcf worker`.
+    let dir = plugin_dir("kubectl-nvcf-worker");
+    let out = ok(&kubectl(
+        dir.path(),
+        &c.kubeconfig,
+        &["nvcf", "worker", "list", "-o", "json"],
+    ));
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["items"].as_array().unwrap().len(), 5);
+    // Help names the command the way users type it, with an example.
+    let help = ok(&kubectl(
+        dir.path(),
+        &c.kubeconfig,
+        &["nvcf", "worker", "cleanup", "--help"],
+    ));
+    assert!(
+        help.contains("kubectl nvcf-worker cleanup -A --dry-run=server"),
+        "{help}"
+    );
+}
+
+#[test]
+fn context_namespace_is_the_default_and_all_namespaces_spans_them() {
+    let c = seeded();
+    c.seed_trio("team-b", "nvcf-worker-elsewhere", OLD);
+    let out = ok(&c.run(&["list"]));
+    assert!(!out.contains("nvcf-worker-elsewhere"), "{out}");
+    let out = ok(&c.run(&["list", "-n", "team-b"]));
+    assert!(
+        out.lines().any(|l| l
+            .split_whitespace()
+            .take(2)
+            .eq(["team-b", "nvcf-worker-elsewhere"])),
+        "{out}"
+    );
+    let out = ok(&c.run(&["list", "-A"]));
+    assert_eq!(out.lines().count(), 7, "{out}");
+    assert!(
+        out.contains("nvcf-worker-elsewhere") && out.contains("nvcf-worker-runner"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_empty_namespace_says_so() {
+    let c = Cluster::start();
+    let out = ok(&c.run(&["list", "-n", "nothing-here"]));
+    assert_eq!(out.trim(), "No worker identities found.");
+}
+
+#[test]
+fn a_bad_context_is_a_clear_error() {
+    let c = Cluster::start();
+    let out = c.run(&["list", "--context", "missing"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("kubeconfig:") && stderr(&out).contains("missing"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn request_timeout_cuts_a_stalled_request_and_the_retry_succeeds() {
+    let c = seeded();
+    c.server.add_fault(
+        loopback_apiserver::Fault::new(
+            "/serviceaccounts",
+            loopback_apiserver::FaultKind::Delay(Duration::from_secs(5)),
+        )
+        .method("GET"),
+    );
+    let started = std::time::Instant::now();
+    let out = ok(&c.run(&["list", "--request-timeout", "1s"]));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(out.contains("nvcf-worker-runner"), "{out}");
+    let sa_lists = c
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/serviceaccounts"))
+        .count();
+    assert_eq!(sa_lists, 2);
+}
