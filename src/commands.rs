@@ -47,14 +47,77 @@ pub fn release<T>(value: T) {
 /// Every non-empty document of the batch as one YAML stream.
 pub fn render_stream(batch: &Batch) -> Vec<u8> {
     let mut out = Vec::new();
+    write_stream(batch, &mut out).expect("writing to memory cannot fail");
+    out
+}
+
+/// Documents per emitted chunk: large enough to amortise a thread hand-off, small
+/// enough that only a few chunks are ever held in memory.
+const DOCS_PER_CHUNK: usize = 256;
+
+fn emit_chunk(docs: &[&crate::manifest::Document], last_chunk: bool) -> Vec<u8> {
+    let mut out = Vec::new();
     let mut w = YamlWriter::new(&mut out);
-    for source in &batch.sources {
-        for doc in source.docs.iter().filter(|d| !d.is_empty()) {
-            w.node_document(&doc.root, true, doc.explicit_end);
-        }
+    for doc in docs {
+        // Every document starts with `---`, so chunks emitted apart concatenate
+        // into the same stream one emitter would write...
+        w.node_document(&doc.root, true, doc.explicit_end);
     }
     w.finish();
+    // ...except that libyaml ends a stream whose last scalar is open-ended (`|+`)
+    // with `...`, which one emitter writes only at the very end of the output.
+    if !last_chunk && docs.last().is_some_and(|d| !d.explicit_end) && out.ends_with(b"\n...\n") {
+        out.truncate(out.len() - 4);
+    }
     out
+}
+
+/// Writes every non-empty document of the batch as one YAML stream. Large batches
+/// are emitted on every core, chunk by chunk, and written in order as chunks finish,
+/// so the output is never held whole in memory.
+pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let docs: Vec<&crate::manifest::Document> = batch
+        .sources
+        .iter()
+        .flat_map(|s| s.docs.iter().filter(|d| !d.is_empty()))
+        .collect();
+    let chunks: Vec<&[&crate::manifest::Document]> = docs.chunks(DOCS_PER_CHUNK).collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(chunks.len());
+    if threads < 2 {
+        return out.write_all(&emit_chunk(&docs, true));
+    }
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(threads * 2);
+        for _ in 0..threads {
+            let (tx, next, chunks) = (tx.clone(), &next, &chunks);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(chunk) = chunks.get(i) else { break };
+                // A failed send means the writer stopped (a closed pipe): stop too.
+                if tx
+                    .send((i, emit_chunk(chunk, i + 1 == chunks.len())))
+                    .is_err()
+                {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending = std::collections::BTreeMap::new();
+        let mut want = 0;
+        for (i, bytes) in rx {
+            pending.insert(i, bytes);
+            while let Some(bytes) = pending.remove(&want) {
+                out.write_all(&bytes)?;
+                want += 1;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// The objects as JSON, with kubectl's values: one object alone, several in a v1 List.
@@ -118,12 +181,11 @@ pub fn inject(
     // One write: stderr is unbuffered, and a line per object is thousands of calls.
     let report: String = outcome.reports.iter().map(|r| r.to_text() + "\n").collect();
     stderr.write_all(report.as_bytes()).map_err(write_err)?;
-    let bytes = match format {
-        StreamFormat::Yaml => render_stream(&batch),
-        StreamFormat::Json => render_json(&batch),
-    };
+    match format {
+        StreamFormat::Yaml => write_stream(&batch, stdout).map_err(write_err)?,
+        StreamFormat::Json => stdout.write_all(&render_json(&batch)).map_err(write_err)?,
+    }
     release(batch);
-    stdout.write_all(&bytes).map_err(write_err)?;
     stdout.flush().map_err(write_err)
 }
 
@@ -163,42 +225,61 @@ fn load_for_validate(input: Input) -> std::result::Result<Option<Source>, Findin
     }))
 }
 
-/// Parses inputs on every core: the cost of `validate` is almost all parsing.
-fn load_parallel(inputs: Vec<Input>) -> Vec<std::result::Result<Option<Source>, Finding>> {
+type Loaded = std::result::Result<Option<Source>, Finding>;
+
+/// Reads and parses files on every core: the cost of `validate` is almost all
+/// reading and parsing. Results come back in input order; an unreadable file is an
+/// I/O error (exit 2), reported for the first such file in order.
+fn load_parallel(files: Vec<Option<std::path::PathBuf>>) -> Result<Vec<Loaded>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let load = |f| read::read_input(f).map(load_for_validate);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(inputs.len().max(1));
+        .min(files.len());
     if workers <= 1 {
-        return inputs.into_iter().map(load_for_validate).collect();
+        return files.into_iter().map(load).collect();
     }
-    let mut slots: Vec<Option<Input>> = inputs.into_iter().map(Some).collect();
-    let chunk = slots.len().div_ceil(workers);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = slots
-            .chunks_mut(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter_mut()
-                        .map(|i| load_for_validate(i.take().expect("each input once")))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
+    let slots: Vec<std::sync::Mutex<(Option<Option<std::path::PathBuf>>, Option<Result<Loaded>>)>> =
+        files
             .into_iter()
-            .flat_map(|h| h.join().expect("parser thread"))
-            .collect()
-    })
+            .map(|f| std::sync::Mutex::new((Some(f), None)))
+            .collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = slots.get(i) else { break };
+                let file = slot
+                    .lock()
+                    .expect("no poisoned slot")
+                    .0
+                    .take()
+                    .expect("each file once");
+                let loaded = load(file);
+                slot.lock().expect("no poisoned slot").1 = Some(loaded);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("no poisoned slot")
+                .1
+                .expect("every file loaded")
+        })
+        .collect()
 }
 
 /// `validate`: the guard over files, for pre-commit and CI. All files are checked as
 /// one batch, so an identity's trio counts wherever in the change it is declared.
 pub fn validate(paths: &[String], format: ReportFormat, stdout: &mut dyn Write) -> Result<()> {
-    let inputs = read::gather(paths)?;
+    let inputs = read::expand(paths)?;
     let files = inputs.len();
     let mut findings = Vec::new();
     let mut sources = Vec::new();
-    for r in load_parallel(inputs) {
+    for r in load_parallel(inputs)? {
         match r {
             Ok(Some(s)) => sources.push(s),
             Ok(None) => {}
@@ -242,4 +323,58 @@ pub fn validate(paths: &[String], format: ReportFormat, stdout: &mut dyn Write) 
         return Err(Error::Reported { errors });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::batch::{Batch, Source, SourceKind};
+    use crate::manifest::parse_stream;
+
+    fn single_emitter(batch: &Batch) -> Vec<u8> {
+        let docs: Vec<_> = batch
+            .sources
+            .iter()
+            .flat_map(|s| s.docs.iter().filter(|d| !d.is_empty()))
+            .collect();
+        emit_chunk(&docs, true)
+    }
+
+    #[test]
+    fn chunked_emission_equals_one_emitter() {
+        // Open-ended scalars (`|+`, a plain multi-line root) make libyaml write `...`
+        // between documents: chunk seams must not change that.
+        let mut input = String::new();
+        for i in 0..(DOCS_PER_CHUNK * 3 + 7) {
+            match i % 3 {
+                0 => input.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata:\n  k: |+\n    kept\n\n")),
+                1 => input.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d{i}\ndata: {{a: \"0777\", b: yes}}\n...\n")),
+                _ => input.push_str(&format!("---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s{i}\nstringData:\n  x: >-\n    folded\n    text\n")),
+            }
+        }
+        let docs = parse_stream(input.as_bytes()).unwrap();
+        let batch = Batch::new(vec![Source {
+            name: "t".into(),
+            kind: SourceKind::Stream,
+            docs,
+        }]);
+        let (parallel, single) = (render_stream(&batch), single_emitter(&batch));
+        let first_difference = parallel
+            .iter()
+            .zip(&single)
+            .position(|(a, b)| a != b)
+            .unwrap_or(parallel.len().min(single.len()));
+        let around = |b: &[u8]| {
+            String::from_utf8_lossy(
+                &b[first_difference.saturating_sub(60)..(first_difference + 60).min(b.len())],
+            )
+            .into_owned()
+        };
+        assert!(
+            parallel == single,
+            "differ at byte {first_difference}: {:?} vs {:?}",
+            around(&parallel),
+            around(&single)
+        );
+    }
 }

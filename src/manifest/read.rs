@@ -23,9 +23,9 @@ fn is_manifest(p: &Path) -> bool {
     )
 }
 
-/// Expands paths (`-` is stdin; directories are walked in name order, following
-/// symlinks but never twice into the same directory) and reads every file.
-pub fn gather(paths: &[String]) -> Result<Vec<Input>> {
+/// Expands paths (`-` is stdin, `None` here; directories are walked in name order,
+/// following symlinks but never twice into the same directory).
+pub fn expand(paths: &[String]) -> Result<Vec<Option<PathBuf>>> {
     let mut files = Vec::new();
     let mut seen_dirs = HashSet::new();
     for p in paths {
@@ -41,43 +41,60 @@ pub fn gather(paths: &[String]) -> Result<Vec<Input>> {
             files.push(Some(path));
         }
     }
-    files
-        .into_iter()
-        .map(|f| match f {
-            None => {
-                let mut bytes = Vec::new();
-                std::io::stdin()
-                    .read_to_end(&mut bytes)
-                    .map_err(|e| Error::io(STDIN, e))?;
-                Ok(Input {
-                    name: STDIN.into(),
-                    bytes,
-                })
-            }
-            Some(path) => {
-                let name = path.display().to_string();
-                let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
-                Ok(Input { name, bytes })
-            }
-        })
-        .collect()
+    Ok(files)
+}
+
+/// Reads one expanded path (`None` is stdin).
+pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
+    match file {
+        None => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::io(STDIN, e))?;
+            Ok(Input {
+                name: STDIN.into(),
+                bytes,
+            })
+        }
+        Some(path) => {
+            let name = path.display().to_string();
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+            Ok(Input { name, bytes })
+        }
+    }
+}
+
+/// Expands paths and reads every file.
+pub fn gather(paths: &[String]) -> Result<Vec<Input>> {
+    expand(paths)?.into_iter().map(read_input).collect()
 }
 
 fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf>) -> Result<()> {
-    let real = std::fs::canonicalize(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    let io = |p: &Path, e| Error::io(p.display().to_string(), e);
+    let real = std::fs::canonicalize(dir).map_err(|e| io(dir, e))?;
     if !seen.insert(real) {
         return Ok(()); // a symlink loop, or the same directory twice
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir.display().to_string(), e))?
-        .map(|e| e.map(|e| e.path()))
+    let mut entries: Vec<(PathBuf, std::fs::FileType)> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .map(|e| e.and_then(|e| Ok((e.path(), e.file_type()?))))
         .collect::<std::io::Result<_>>()
-        .map_err(|e| Error::io(dir.display().to_string(), e))?;
-    entries.sort();
-    for path in entries {
-        let meta =
-            std::fs::metadata(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
-        if meta.is_dir() {
+        .map_err(|e| io(dir, e))?;
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, file_type) in entries {
+        // The entry's own type needs no extra system call; only symlinks are followed.
+        let is_dir = if file_type.is_symlink() {
+            match std::fs::metadata(&path) {
+                Ok(meta) => meta.is_dir(),
+                // A dangling link that would not be read anyway is no error.
+                Err(_) if !is_manifest(&path) => continue,
+                Err(e) => return Err(io(&path, e)),
+            }
+        } else {
+            file_type.is_dir()
+        };
+        if is_dir {
             walk(&path, files, seen)?;
         } else if is_manifest(&path) {
             files.push(Some(path));
