@@ -191,7 +191,7 @@ pub fn inject(
 
 /// Parses one file for `validate`: Ok(None) for YAML that holds no Kubernetes
 /// object, Err(finding) for input that does not decode.
-fn load_for_validate(input: Input) -> std::result::Result<Option<Source>, Finding> {
+fn load_for_validate(input: Input) -> Loaded {
     let at = |line: u32, index: usize| Location {
         file: Some(input.name.clone()),
         index: Some(index),
@@ -200,9 +200,11 @@ fn load_for_validate(input: Input) -> std::result::Result<Option<Source>, Findin
     let docs = match crate::manifest::parallel::parse_stream_parallel(&input.bytes) {
         Ok(d) => d,
         Err(e) => {
-            return Err(Finding::error(e.error.to_string())
-                .rule(guard::DECODE)
-                .at(at(e.error.line(), e.index)))
+            return Err(Box::new(
+                Finding::error(e.error.to_string())
+                    .rule(guard::DECODE)
+                    .at(at(e.error.line(), e.index)),
+            ))
         }
     };
     let is_object = |n: &Node| n.get("apiVersion").is_some() && n.get("kind").is_some();
@@ -211,11 +213,11 @@ fn load_for_validate(input: Input) -> std::result::Result<Option<Source>, Findin
     }
     for d in docs.iter().filter(|d| !d.is_empty()) {
         if let Some(problem) = object_problem(d.view()) {
-            return Err(
+            return Err(Box::new(
                 Finding::error(format!("document {}: {problem}", d.index + 1))
                     .rule(guard::DECODE)
                     .at(at(d.line.max(d.view().line), d.index)),
-            );
+            ));
         }
     }
     Ok(Some(Source {
@@ -225,7 +227,11 @@ fn load_for_validate(input: Input) -> std::result::Result<Option<Source>, Findin
     }))
 }
 
-type Loaded = std::result::Result<Option<Source>, Finding>;
+/// A parsed file, nothing for YAML that holds no object, or the finding that it
+/// does not decode (boxed: it is the rare case).
+type Loaded = std::result::Result<Option<Source>, Box<Finding>>;
+/// A file to load, then its result.
+type Slot = std::sync::Mutex<(Option<Option<std::path::PathBuf>>, Option<Result<Loaded>>)>;
 
 /// Reads and parses files on every core: the cost of `validate` is almost all
 /// reading and parsing. Results come back in input order; an unreadable file is an
@@ -239,11 +245,10 @@ fn load_parallel(files: Vec<Option<std::path::PathBuf>>) -> Result<Vec<Loaded>> 
     if workers <= 1 {
         return files.into_iter().map(load).collect();
     }
-    let slots: Vec<std::sync::Mutex<(Option<Option<std::path::PathBuf>>, Option<Result<Loaded>>)>> =
-        files
-            .into_iter()
-            .map(|f| std::sync::Mutex::new((Some(f), None)))
-            .collect();
+    let slots: Vec<Slot> = files
+        .into_iter()
+        .map(|f| std::sync::Mutex::new((Some(f), None)))
+        .collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -283,7 +288,7 @@ pub fn validate(paths: &[String], format: ReportFormat, stdout: &mut dyn Write) 
         match r {
             Ok(Some(s)) => sources.push(s),
             Ok(None) => {}
-            Err(f) => findings.push(f),
+            Err(f) => findings.push(*f),
         }
     }
     let batch = Batch::new(sources);

@@ -1186,9 +1186,7 @@ fn fuzz_folded_scalars_with_more_indented_lines_keep_their_text() {
         out.contains("d: >\n"),
         "ordinary folded text stays folded: {out}"
     );
-    let cm = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\ndata:\n  script: >-\n    while true; do\n      sleep 1\n    done\n"
-    );
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  script: >-\n    while true; do\n      sleep 1\n    done\n".to_string();
     let r = run(INJECT, cm.as_bytes());
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(

@@ -82,11 +82,14 @@ pub enum Outcome {
         objects: usize,
     },
     /// Stopped before deleting the rest: an object was replaced since it was listed.
+    /// `objects` were deleted before that (the summary counts every delete).
     Skipped {
         reason: String,
+        objects: usize,
     },
     Failed {
         error: String,
+        objects: usize,
     },
 }
 
@@ -107,8 +110,14 @@ impl Summary {
                 self.deleted += 1;
                 self.objects += objects;
             }
-            Outcome::Skipped { reason } => self.skipped.push((key, reason)),
-            Outcome::Failed { error } => self.failed.push((key, error)),
+            Outcome::Skipped { reason, objects } => {
+                self.objects += objects;
+                self.skipped.push((key, reason));
+            }
+            Outcome::Failed { error, objects } => {
+                self.objects += objects;
+                self.failed.push((key, error));
+            }
         }
     }
 }
@@ -122,6 +131,7 @@ async fn delete_identity(kube: &Kube, target: &PlannedIdentity, dry_run: bool) -
         if !target.name.starts_with(PREFIX) {
             return Ok(Outcome::Skipped {
                 reason: format!("{} is not a worker identity name", target.name),
+                objects,
             });
         }
         let deleted = kube
@@ -142,12 +152,14 @@ async fn delete_identity(kube: &Kube, target: &PlannedIdentity, dry_run: bool) -
                         "{} changed since it was listed (UID precondition failed: {message})",
                         d.member.kind()
                     ),
+                    objects,
                 })
             }
             Err(e @ Error::Forbidden { .. }) => return Err(e),
             Err(e) => {
                 return Ok(Outcome::Failed {
                     error: e.to_string(),
+                    objects,
                 })
             }
         }

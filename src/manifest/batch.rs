@@ -214,7 +214,7 @@ impl Batch {
     pub fn commit_inserts(&mut self) {
         let mut inserts = std::mem::take(&mut self.inserts);
         // From the back, so earlier positions stay valid while inserting.
-        inserts.sort_by(|a, b| b.0.cmp(&a.0));
+        inserts.sort_by_key(|(addr, _)| std::cmp::Reverse(*addr));
         for (addr, nodes) in inserts {
             let source = &mut self.sources[addr.source];
             match addr.item {

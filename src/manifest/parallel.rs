@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use super::node::{Node, Value};
 use super::parse::{parse_stream, Document, ParseError};
 
+type Parsed = Result<Vec<Document>, ParseError>;
+
 /// Below this, one thread is faster than splitting.
 const CHUNK: usize = 1 << 20;
 
@@ -84,8 +86,7 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
         .enumerate()
         .map(|(i, &(start, lines))| (start, starts.get(i + 1).map_or(input.len(), |s| s.0), lines))
         .collect();
-    let results: Vec<Mutex<Option<Result<Vec<Document>, ParseError>>>> =
-        bounds.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<Parsed>>> = bounds.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads.min(bounds.len()) {

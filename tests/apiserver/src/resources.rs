@@ -40,6 +40,8 @@ pub const VERBS: &[&str] = &[
 
 const ALL: &[&str] = &["all"];
 
+/// One row of the resource table; positional like the table it builds.
+#[allow(clippy::too_many_arguments)]
 const fn rt(
     group: &'static str,
     resource: &'static str,
