@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::guard;
 use crate::inject;
 use crate::manifest::batch::{Batch, Source, SourceKind};
-use crate::manifest::read::object_problem;
+use crate::manifest::read::item_problems;
 use crate::manifest::{from_json, parse_stream, Document, Node, YamlWriter};
 use crate::report::{self, Finding, Location};
 
@@ -60,26 +60,15 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
     if root.get("items").and_then(Node::items).is_none() {
         return Err(bad("ResourceList has no items list".into()));
     }
-    let mut findings = Vec::new();
-    for (i, item) in root
-        .get("items")
-        .and_then(Node::items)
-        .unwrap_or(&[])
-        .iter()
-        .enumerate()
-    {
-        if let Some(problem) = object_problem(item) {
-            findings.push(
-                Finding::error(format!("items[{i}]: {problem}"))
-                    .rule(guard::DECODE)
-                    .at(Location {
-                        file: None,
-                        index: None,
-                        line: Some(item.line),
-                    }),
-            );
-        }
-    }
+    let mut findings: Vec<Finding> = item_problems(root)
+        .map(|(line, problem)| {
+            Finding::error(problem).rule(guard::DECODE).at(Location {
+                file: None,
+                index: None,
+                line: Some(line),
+            })
+        })
+        .collect();
     let config = Config::from_node(root.get("functionConfig"));
     let mut batch = Batch::new(vec![Source {
         name: "<stdin>".into(),

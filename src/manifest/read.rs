@@ -103,6 +103,14 @@ fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf
     Ok(())
 }
 
+/// The items of a List or ResourceList that are not objects: (line, `items[i]: why`).
+pub fn item_problems(list: &Node) -> impl Iterator<Item = (u32, String)> + '_ {
+    let items = list.get("items").and_then(Node::items).unwrap_or(&[]);
+    items.iter().enumerate().filter_map(|(i, item)| {
+        object_problem(item).map(|problem| (item.line, format!("items[{i}]: {problem}")))
+    })
+}
+
 /// Why a document cannot be treated as a Kubernetes object, if it cannot.
 pub fn object_problem(n: &Node) -> Option<String> {
     if !n.is_map() {
@@ -138,16 +146,8 @@ pub fn load(input: Input) -> Result<Source> {
             return Err(invalid(d.line.max(root.line), problem));
         }
         if is_list(root) {
-            for (i, item) in root
-                .get("items")
-                .and_then(Node::items)
-                .unwrap_or(&[])
-                .iter()
-                .enumerate()
-            {
-                if let Some(problem) = object_problem(item) {
-                    return Err(invalid(item.line, format!("items[{i}]: {problem}")));
-                }
+            if let Some((line, problem)) = item_problems(root).next() {
+                return Err(invalid(line, problem));
             }
         }
     }
