@@ -67,6 +67,9 @@ pub(crate) struct Event {
 
 pub(crate) struct Store {
     objects: BTreeMap<Key, Value>,
+    /// Owner uid -> keys of the objects that name it in ownerReferences, so garbage
+    /// collection on delete does not scan every object (10 000s in benchmarks).
+    dependents: std::collections::HashMap<String, std::collections::BTreeSet<Key>>,
     rv: u64,
     pub events: VecDeque<Event>,
     /// Newest resourceVersion whose event was dropped from `events`.
@@ -270,9 +273,41 @@ fn check_namespace(rt: &ResourceType, obj: &mut Value, ns: Option<&str>) -> Resu
 }
 
 impl Store {
+    /// Stores an object, keeping the dependents index in step.
+    fn put(&mut self, key: Key, obj: Value) {
+        if let Some(old) = self.objects.get(&key) {
+            for uid in owner_uids(old) {
+                self.unindex(&uid, &key);
+            }
+        }
+        for uid in owner_uids(&obj) {
+            self.dependents.entry(uid).or_default().insert(key.clone());
+        }
+        self.objects.insert(key, obj);
+    }
+
+    /// Removes an object, keeping the dependents index in step.
+    fn take(&mut self, key: &Key) -> Option<Value> {
+        let obj = self.objects.remove(key)?;
+        for uid in owner_uids(&obj) {
+            self.unindex(&uid, key);
+        }
+        Some(obj)
+    }
+
+    fn unindex(&mut self, uid: &str, key: &Key) {
+        if let Some(keys) = self.dependents.get_mut(uid) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.dependents.remove(uid);
+            }
+        }
+    }
+
     pub fn new() -> Self {
         let mut store = Store {
             objects: BTreeMap::new(),
+            dependents: Default::default(),
             rv: 0,
             events: VecDeque::new(),
             compacted: 0,
@@ -440,7 +475,7 @@ impl Store {
         }
         let rv = self.next_rv();
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
-        self.objects.insert(key, obj.clone());
+        self.put(key, obj.clone());
         self.record("ADDED", rt.index(), obj.clone(), None);
         Ok(obj)
     }
@@ -544,12 +579,12 @@ impl Store {
             && !has_finalizers(&new)
         {
             // The last finalizer is gone: the pending deletion completes.
-            self.objects.remove(&key);
+            self.take(&key);
             self.record("DELETED", rt.index(), new.clone(), None);
             self.collect_dependents(&new, Propagation::Background);
             return Ok(new);
         }
-        self.objects.insert(key, new.clone());
+        self.put(key, new.clone());
         self.record("MODIFIED", rt.index(), new.clone(), Some(old));
         Ok(new)
     }
@@ -634,7 +669,7 @@ impl Store {
         m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
         m.insert("deletionGracePeriodSeconds".into(), json!(0));
         m.insert("resourceVersion".into(), json!(rv.to_string()));
-        self.objects.insert(key.clone(), new.clone());
+        self.put(key.clone(), new.clone());
         self.record("MODIFIED", key.0, new.clone(), Some(old));
         new
     }
@@ -642,7 +677,7 @@ impl Store {
     /// Removes an object (emitting DELETED), then does what the namespace
     /// controller and garbage collector would do next, synchronously.
     fn remove_key(&mut self, key: &Key, propagation: Propagation) -> Option<Value> {
-        let mut obj = self.objects.remove(key)?;
+        let mut obj = self.take(key)?;
         let rv = self.next_rv();
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         self.record("DELETED", key.0, obj.clone(), None);
@@ -666,20 +701,10 @@ impl Store {
     fn collect_dependents(&mut self, owner: &Value, propagation: Propagation) {
         let uid = meta_str(owner, "uid").to_string();
         let dependents: Vec<Key> = self
-            .objects
-            .iter()
-            // Checked without allocating: this runs over every object on every delete.
-            .filter(|(_, o)| {
-                meta(o)
-                    .get("ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| {
-                        refs.iter()
-                            .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
-                    })
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
+            .dependents
+            .get(&uid)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
         for key in dependents {
             if propagation == Propagation::Orphan {
                 let old = self.objects[&key].clone();
@@ -693,7 +718,7 @@ impl Store {
                 }
                 let rv = self.next_rv();
                 meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
-                self.objects.insert(key.clone(), new.clone());
+                self.put(key.clone(), new.clone());
                 self.record("MODIFIED", key.0, new, Some(old));
                 continue;
             }
@@ -720,7 +745,7 @@ impl Store {
         name: &str,
     ) -> Option<Value> {
         let key = Self::key(rt, ns, name);
-        let mut obj = self.objects.remove(&key)?;
+        let mut obj = self.take(&key)?;
         let rv = self.next_rv();
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         self.record("DELETED", key.0, obj.clone(), None);
