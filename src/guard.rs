@@ -52,7 +52,15 @@ pub fn check(batch: &Batch, allow: &Allow) -> Vec<Finding> {
 }
 
 /// The trio objects of the batch by (kind, namespace, name).
-pub struct Trios<'a>(HashMap<(&'a str, Option<&'a str>, &'a str), &'a Node>);
+/// Inject reads it too, to reuse a trio the input already declares.
+pub struct Trios<'a>(HashMap<TrioKey, Object<'a>>);
+
+/// (kind, namespace, name); owned, so lookups need not outlive the batch.
+type TrioKey = (String, Option<String>, String);
+
+fn trio_key(kind: &str, ns: Option<&str>, name: &str) -> TrioKey {
+    (kind.to_string(), ns.map(str::to_string), name.to_string())
+}
 
 impl<'a> Trios<'a> {
     pub fn index(objects: &[Object<'a>]) -> Trios<'a> {
@@ -62,17 +70,21 @@ impl<'a> Trios<'a> {
                 .filter(|o| {
                     identity::TRIO_KINDS.contains(&o.kind()) && o.name().starts_with(PREFIX)
                 })
-                .map(|o| ((o.kind(), o.namespace(), o.name()), o.node))
+                .map(|o| (trio_key(o.kind(), o.namespace(), o.name()), *o))
                 .collect(),
         )
+    }
+
+    /// The declared `kind` named `name` in `ns`, if any.
+    pub fn get(&self, kind: &str, ns: Option<&str>, name: &str) -> Option<&Object<'a>> {
+        self.0.get(&trio_key(kind, ns, name))
     }
 
     /// Whether the exact, harmless trio for `name` is declared in `ns`.
     fn complete(&self, ns: Option<&str>, name: &str) -> bool {
         identity::TRIO_KINDS.iter().all(|k| {
-            self.0
-                .get(&(*k, ns, name))
-                .is_some_and(|n| member_problem(k, n, name, ns).is_none())
+            self.get(k, ns, name)
+                .is_some_and(|o| member_problem(k, o.node, name, ns).is_none())
         })
     }
 }

@@ -98,7 +98,7 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
 
 fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Vec<WorkloadPlan> {
     let objects = batch.objects();
-    let existing = existing_trio_objects(&objects);
+    let existing = guard::Trios::index(&objects);
     let mut plans = Vec::new();
     let mut self_refs = HashSet::new();
     let mut names: HashMap<(Option<&str>, String), ResourceRef> = HashMap::new();
@@ -165,7 +165,7 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         let mut findings = Vec::new();
         check_pod_spec(obj, spec, cfg, token, &mut p, &mut findings);
         for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
-            match existing.get(&(kind, obj.namespace(), name.as_str())) {
+            match existing.get(kind, obj.namespace(), &name) {
                 Some(member) => {
                     trio_members.insert(member.addr);
                     check_existing_member(member, &name, obj.namespace(), &mut findings);
@@ -263,21 +263,6 @@ fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
     let own = workload::label_map(obj.node.path(&["metadata", "labels"]));
     let template = workload::label_map(workload::template_labels(obj.node, spec_path));
     cfg.selector.matches(&own) || (!template.is_empty() && cfg.selector.matches(&template))
-}
-
-type TrioKey<'a> = (&'static str, Option<&'a str>, &'a str);
-
-fn existing_trio_objects<'a>(objects: &[Object<'a>]) -> HashMap<TrioKey<'a>, Object<'a>> {
-    let mut map = HashMap::new();
-    for obj in objects {
-        let kind = identity::TRIO_KINDS.iter().find(|k| **k == obj.kind());
-        if let Some(kind) = kind {
-            if obj.name().starts_with(identity::PREFIX) {
-                map.insert((*kind, obj.namespace(), obj.name()), *obj);
-            }
-        }
-    }
-    map
 }
 
 fn check_existing_member(

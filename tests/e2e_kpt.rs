@@ -1,10 +1,11 @@
 //! The binary as an exec KRM function under the real kpt (`kpt fn eval --exec`,
 //! `kpt fn render --allow-exec`).
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use tempfile::TempDir;
 
@@ -319,19 +320,7 @@ fn v1beta1_resource_list_is_answered_in_v1beta1() {
             .map(|(i, l)| format!("{}{l}\n", if i == 0 { "- " } else { "  " }))
             .collect::<String>()
     );
-    let mut child = Command::new(BIN)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::pipe(&mut Command::new(BIN), input.as_bytes());
     ok(&out);
     let list: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
     assert_eq!(

@@ -6,11 +6,12 @@
 //!
 //! `UPDATE_EXPECTED=1 cargo test --test examples` rewrites the expected files.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
 const EXAMPLES: [&str; 4] = [
@@ -271,21 +272,11 @@ fn kustomize_overlay() {
     assert!(rendered.contains("namespace: nvcf-staging"));
 
     // What the plugin produced passes the guard.
-    let mut child = Command::new(BIN)
-        .args(["validate", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(rendered.as_bytes())
-        .unwrap();
     ok(
-        child.wait_with_output().unwrap(),
+        support::pipe(
+            Command::new(BIN).args(["validate", "-"]),
+            rendered.as_bytes(),
+        ),
         "validate of the rendered overlay",
     );
 }

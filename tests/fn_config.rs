@@ -1,8 +1,10 @@
 //! The fn-config examples parse and do what they say, and the JSON Schema of the
 //! typed kind agrees with the parser.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use kubectl_nvcf_worker::config::{self, Config, ConfigError, Mode};
 use kubectl_nvcf_worker::manifest::parse_stream;
@@ -64,21 +66,7 @@ fn typed(spec: Value) -> Result<Config, ConfigError> {
 }
 
 fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    support::pipe(Command::new(BIN).args(args), stdin.as_bytes())
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! `nvcf-worker-e2e-<pid>`; it needs kubectl and rights to create namespaces,
 //! pods, ServiceAccounts, Roles and RoleBindings there.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
 
@@ -28,20 +29,10 @@ fn ok(o: Output) -> String {
 }
 
 fn kubectl_apply(yaml: &str) {
-    let mut child = Command::new("kubectl")
-        .args(["apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    ok(child.wait_with_output().unwrap());
+    ok(support::pipe(
+        Command::new("kubectl").args(["apply", "-f", "-"]),
+        yaml.as_bytes(),
+    ));
 }
 
 fn trio(ns: &str, name: &str) -> String {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use kubectl_nvcf_worker::manifest::{parse_stream, to_json};
 use serde_json::Value;
@@ -44,25 +44,33 @@ impl std::fmt::Display for Out {
     }
 }
 
-/// Runs the binary with `args` and `stdin`, in `dir` when given.
-pub fn run_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Out {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
+/// Runs `cmd` with `stdin` on a pipe (written from a thread, so a large input
+/// cannot deadlock against a full stdout pipe) and collects its output.
+pub fn pipe(cmd: &mut Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env("RUST_BACKTRACE", "0");
-    if let Some(d) = dir {
-        cmd.current_dir(d);
-    }
-    let mut child = cmd.spawn().expect("spawn the binary");
+        .spawn()
+        .expect("spawn the command");
     let mut pipe = child.stdin.take().expect("stdin");
     let input = stdin.to_vec();
     let writer = std::thread::spawn(move || {
         let _ = pipe.write_all(&input);
     });
-    let out = child.wait_with_output().expect("wait for the binary");
+    let out = child.wait_with_output().expect("wait for the command");
     writer.join().expect("stdin writer");
+    out
+}
+
+/// Runs the binary with `args` and `stdin`, in `dir` when given.
+pub fn run_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Out {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env("RUST_BACKTRACE", "0");
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let out = pipe(&mut cmd, stdin);
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
