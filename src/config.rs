@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::identity::{self, TokenSpec};
+use crate::identity::{self, Naming, TokenSpec};
 use crate::manifest::{self, Node};
 use crate::selector::{Requirement, Selector};
 
@@ -27,6 +27,8 @@ pub struct Config {
     pub token_source: String,
     pub selector: Selector,
     pub include_init_containers: bool,
+    /// One identity per workload (default) or one `nvcf-worker` per namespace.
+    pub naming: Naming,
 }
 
 impl Default for Config {
@@ -39,6 +41,7 @@ impl Default for Config {
             token_source: identity::IDENTITY_SOURCE_PSAT.into(),
             selector: default_selector(),
             include_init_containers: false,
+            naming: Naming::PerWorkload,
         }
     }
 }
@@ -69,6 +72,7 @@ struct TypedSpec {
     token_source: Option<String>,
     selector: Option<serde_json::Value>,
     include_init_containers: Option<bool>,
+    naming: Option<String>,
 }
 
 impl Config {
@@ -130,6 +134,9 @@ impl Config {
         if let Some(i) = spec.include_init_containers {
             c.include_init_containers = i;
         }
+        if let Some(n) = spec.naming {
+            c.naming = parse_naming(&n)?;
+        }
         c.normalize()
     }
 
@@ -171,6 +178,7 @@ impl Config {
                         }
                     }
                 }
+                "naming" => c.naming = parse_naming(&v)?,
                 other => return err(format!("unknown key {other:?} in ConfigMap data")),
             }
         }
@@ -216,6 +224,16 @@ impl Config {
             audience,
             expiration_seconds: self.expiration_seconds,
         })
+    }
+}
+
+fn parse_naming(n: &str) -> Result<Naming, ConfigError> {
+    match n {
+        "" | "per-workload" => Ok(Naming::PerWorkload),
+        "per-namespace" => Ok(Naming::PerNamespace),
+        other => err(format!(
+            "naming {other:?} is not per-workload or per-namespace"
+        )),
     }
 }
 
@@ -280,6 +298,17 @@ mod tests {
             .unwrap_err()
             .0
             .contains("bogus"));
+    }
+
+    #[test]
+    fn naming_in_both_forms() {
+        let c = cfg("apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec:\n  clusterID: c1\n  naming: per-namespace\n").unwrap();
+        assert_eq!(c.naming, Naming::PerNamespace);
+        let c = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  naming: per-workload\n").unwrap();
+        assert_eq!(c.naming, Naming::PerWorkload);
+        assert_eq!(Config::default().naming, Naming::PerWorkload);
+        let e = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  naming: per-pod\n").unwrap_err();
+        assert!(e.0.contains("per-pod"), "{e}");
     }
 
     #[test]

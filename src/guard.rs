@@ -1,20 +1,33 @@
 //! The guard: rejects every way a manifest could forge or widen a worker identity.
 //!
+//! Reserved names are the agent's (`IsWorkerServiceAccountName`): `nvcf-worker` and
+//! `nvcf-worker-*`. The only exception is the transformer's exact output, checked
+//! as a whole: a trio whose marks name this workload (or its namespace), and a pod
+//! spec carrying exactly the contract's token volume, mounts and env.
+//!
 //! Rules (ids are stable; README lists them):
 //! - NVW001 the input does not decode the way kubectl would (syntax, duplicate key,
 //!   not an object)
-//! - NVW101 a pod spec, anywhere in any object, names a `nvcf-worker-*` account
+//! - NVW101 a pod spec, anywhere in any object, names a reserved account and is not
+//!   the transformer's exact output for that workload
 //! - NVW102 a (Cluster)RoleBinding grants something to a worker account
 //! - NVW103 (warning) a binding to a group that contains every worker account
 //! - NVW104 a worker Role or ClusterRole with rules
-//! - NVW105 (warning) rules that mint tokens or impersonate: a worker token without
-//!   being the worker
+//! - NVW105 (warning) rules that mint tokens or impersonate for any account
 //! - NVW106 a long-lived token Secret for a worker account
 //! - NVW107 a key that looks like `serviceAccountName` but is not (hides a value)
+//! - NVW108 the agent's infra annotation on an object or pod template
+//! - NVW109 a hand-written ServiceAccount, Role or RoleBinding with a reserved name
+//! - NVW110 a reserved account named by a `serviceAccountRef` or
+//!   `serviceAccount: {name: …}` mapping anywhere
+//! - NVW111 (warning) an `nvcf-icms:` token projected for a non-worker account
+//! - NVW112 an identity renamed after the transformer ran
+//! - NVW113 two workloads' identities share one name in one namespace
+//! - NVW114 rules that mint tokens for, or impersonate, a named worker account
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use crate::identity::{self, PREFIX};
+use crate::identity::{self, Marks};
 use crate::manifest::batch::{Addr, Batch, Object};
 use crate::manifest::{to_json, Node};
 use crate::report::Finding;
@@ -28,16 +41,46 @@ pub const WORKER_ROLE_RULES: &str = "NVW104";
 pub const TOKEN_MINT_OR_IMPERSONATE: &str = "NVW105";
 pub const WORKER_TOKEN_SECRET: &str = "NVW106";
 pub const LOOKALIKE_KEY: &str = "NVW107";
+pub const INFRA_ANNOTATION: &str = "NVW108";
+pub const HAND_WRITTEN_IDENTITY: &str = "NVW109";
+pub const ACCOUNT_REFERENCE: &str = "NVW110";
+pub const ICMS_AUDIENCE: &str = "NVW111";
+pub const RENAMED: &str = "NVW112";
+pub const IDENTITY_COLLISION: &str = "NVW113";
+pub const MINT_FOR_WORKER: &str = "NVW114";
+
+/// Rules about what a manifest may declare; live, the agent itself writes what
+/// they forbid (its annotation, its own identity objects), so audit leaves them out.
+pub const MANIFEST_ONLY: [&str; 2] = [INFRA_ANNOTATION, HAND_WRITTEN_IDENTITY];
 
 /// What the caller already knows to be legitimate.
 pub struct Allow<'a> {
-    /// Selected workloads during inject: naming their own derived account is what
-    /// inject is about to produce, trio or not.
-    pub self_refs: &'a HashSet<Addr>,
+    /// Selected workloads during inject, with the account inject is about to give
+    /// them: naming it is what inject produces, trio or not.
+    pub self_refs: &'a HashMap<Addr, String>,
 }
 
 fn is_worker(name: &str) -> bool {
-    name.trim().starts_with(PREFIX)
+    identity::is_reserved(name.trim())
+}
+
+/// The transformer's marks on an object, if it carries them.
+pub fn marks_of(n: &Node) -> Option<Marks> {
+    let meta = |group: &'static str| {
+        move |key: &str| {
+            n.path(&["metadata", group])
+                .and_then(|m| m.get(key))
+                .and_then(Node::as_str)
+                .map(str::to_string)
+        }
+    };
+    Marks::read(meta("labels"), meta("annotations"))
+}
+
+/// Whether two namespaces can be the same at apply time: an omitted namespace
+/// takes whatever the apply chooses, so it collides with any.
+pub fn namespaces_collide(a: Option<&str>, b: Option<&str>) -> bool {
+    a.is_none() || b.is_none() || a == b
 }
 
 /// Checks every object of the batch.
@@ -48,6 +91,7 @@ pub fn check(batch: &Batch, allow: &Allow) -> Vec<Finding> {
     for obj in &objects {
         check_object(obj, &trios, allow, &mut out);
     }
+    check_collisions(&objects, &mut out);
     out
 }
 
@@ -67,9 +111,7 @@ impl<'a> Trios<'a> {
         Trios(
             objects
                 .iter()
-                .filter(|o| {
-                    identity::TRIO_KINDS.contains(&o.kind()) && o.name().starts_with(PREFIX)
-                })
+                .filter(|o| identity::TRIO_KINDS.contains(&o.kind()) && is_worker(o.name()))
                 .map(|o| (trio_key(o.kind(), o.namespace(), o.name()), *o))
                 .collect(),
         )
@@ -80,12 +122,26 @@ impl<'a> Trios<'a> {
         self.0.get(&trio_key(kind, ns, name))
     }
 
-    /// Whether the exact, harmless trio for `name` is declared in `ns`.
-    fn complete(&self, ns: Option<&str>, name: &str) -> bool {
-        identity::TRIO_KINDS.iter().all(|k| {
-            self.get(k, ns, name)
-                .is_some_and(|o| member_problem(k, o.node, name, ns).is_none())
-        })
+    /// The marks of the exact, harmless trio `name` in `ns`: all three objects,
+    /// each as the transformer writes it, all marked for the identity of this name.
+    pub fn exact(&self, ns: Option<&str>, name: &str) -> Result<Marks, String> {
+        let mut marks: Option<Marks> = None;
+        for kind in identity::TRIO_KINDS {
+            let Some(o) = self.get(kind, ns, name) else {
+                return Err(format!("no {kind} {name} in its namespace"));
+            };
+            if let Some(problem) = member_problem(kind, o.node, name, ns) {
+                return Err(format!("{kind} {name}: {problem}"));
+            }
+            let m = marks_of(o.node)
+                .filter(|m| m.identity_name() == name)
+                .ok_or_else(|| format!("{kind} {name} does not carry the transformer's marks"))?;
+            if marks.as_ref().is_some_and(|first| *first != m) {
+                return Err(format!("the trio {name} is marked for different owners"));
+            }
+            marks = Some(m);
+        }
+        Ok(marks.expect("three members"))
     }
 }
 
@@ -118,6 +174,14 @@ fn is_own_binding(n: &Node, name: &str, ns: Option<&str>) -> bool {
         && n.get("subjects").map(to_json) == Some(serde_json::json!([subject]))
 }
 
+fn binds_a_worker(n: &Node) -> bool {
+    n.get("subjects")
+        .and_then(Node::items)
+        .unwrap_or(&[])
+        .iter()
+        .any(|s| s.str_at(&["name"]).is_some_and(is_worker))
+}
+
 fn check_object(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Finding>) {
     let finding = |f: Finding, field: String, line: u32| {
         f.resource(Some(obj.resource_ref()))
@@ -126,6 +190,8 @@ fn check_object(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Findin
             .line(line)
     };
     check_pod_specs(obj, trios, allow, out);
+    check_references(obj, out);
+    check_marks(obj, out);
     match obj.kind() {
         "RoleBinding" | "ClusterRoleBinding" => check_binding(obj, out),
         "Role" | "ClusterRole" => {
@@ -166,55 +232,313 @@ fn check_object(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Findin
     }
 }
 
+/// NVW109 and NVW112 on the objects of an identity.
+fn check_marks(obj: &Object, out: &mut Vec<Finding>) {
+    let marks = marks_of(obj.node);
+    let push = |f: Finding, out: &mut Vec<Finding>| {
+        out.push(
+            f.resource(Some(obj.resource_ref()))
+                .field("metadata.name")
+                .at(obj.location())
+                .line(
+                    obj.node
+                        .path(&["metadata", "name"])
+                        .map_or(obj.node.line, |n| n.line),
+                ),
+        )
+    };
+    if let Some(m) = &marks {
+        let want = m.identity_name();
+        if want != obj.name() {
+            push(
+                Finding::error(format!(
+                    "{} {:?} is marked as the identity of {}, which is named {want:?}: it was renamed after the transformer ran (a namePrefix or nameSuffix in a later kustomization?), and ICMS will not accept a worker under that name; run the transformer in the overlay that sets the final names",
+                    obj.kind(),
+                    obj.name(),
+                    m.describe()
+                ))
+                .rule(RENAMED),
+                out,
+            );
+            return;
+        }
+    }
+    if !identity::TRIO_KINDS.contains(&obj.kind()) || !is_worker(obj.name()) {
+        return;
+    }
+    let why = match marks {
+        None => Some("without the transformer's marks".to_string()),
+        Some(_) => match obj.kind() {
+            "ServiceAccount" | "RoleBinding"
+                if !(obj.kind() == "RoleBinding" && binds_a_worker(obj.node)) =>
+            {
+                member_problem(obj.kind(), obj.node, obj.name(), obj.namespace())
+                    .map(|p| format!("that differs from the transformer's: {p}"))
+            }
+            _ => None,
+        },
+    };
+    if let Some(why) = why {
+        push(
+            Finding::error(format!(
+                "{} {:?} uses a reserved worker identity name {why}; only the agent or `kubectl-nvcf-worker inject` may declare it: pick another name",
+                obj.kind(),
+                obj.name()
+            ))
+            .rule(HAND_WRITTEN_IDENTITY),
+            out,
+        );
+    }
+}
+
+/// Why a workload may name `account` in its own pod spec, or why not.
+fn exemption(obj: &Object, spec: &Node, account: &str, trios: &Trios) -> Result<(), String> {
+    let marks = trios.exact(obj.namespace(), account)?;
+    match &marks {
+        Marks::Workload {
+            api_version,
+            kind,
+            name,
+        } if (api_version.as_str(), kind.as_str(), name.as_str())
+            != (obj.api_version(), obj.kind(), obj.name()) =>
+        {
+            return Err(format!(
+                "its trio is marked for {api_version} {}, not this {}",
+                marks.describe(),
+                obj.kind()
+            ))
+        }
+        _ => {}
+    }
+    let skip: Vec<&str> = obj
+        .annotation(identity::SKIP_CONTAINERS_ANNOTATION)
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    match workload::contract_problem(spec, account, &skip) {
+        Some(p) => Err(format!("its pod spec is not the contract's: {p}")),
+        None => Ok(()),
+    }
+}
+
 fn check_pod_specs(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Finding>) {
     let own_path = workload::pod_spec_path(obj.api_version(), obj.kind()).map(workload::dotted);
     for (path, spec) in workload::find_pod_specs(obj.node) {
-        for (k, v) in spec.entries().unwrap_or(&[]) {
-            let key = k.text().unwrap_or("");
-            let at = if path.is_empty() {
+        let at = |key: &str| {
+            if path.is_empty() {
                 key.to_string()
             } else {
                 format!("{path}.{key}")
-            };
+            }
+        };
+        let push = |f: Finding, field: String, line: u32, out: &mut Vec<Finding>| {
+            out.push(
+                f.resource(Some(obj.resource_ref()))
+                    .field(field)
+                    .at(obj.location())
+                    .line(line),
+            )
+        };
+        let is_own_spec = own_path.as_deref() == Some(path.as_str());
+        let mut account = None;
+        for (k, v) in spec.entries().unwrap_or(&[]) {
+            let key = k.text().unwrap_or("");
             let target = ["serviceAccountName", "serviceAccount"]
                 .into_iter()
                 .find(|t| key == *t);
             if target.is_none() {
                 if let Some(like) = lookalike_of(key) {
-                    out.push(
+                    push(
                         Finding::error(format!("key {key:?} looks like {like} but is not; it can hide an account from reviewers and tools: spell it {like}"))
-                            .rule(LOOKALIKE_KEY)
-                            .resource(Some(obj.resource_ref()))
-                            .field(at)
-                            .at(obj.location())
-                            .line(k.line),
+                            .rule(LOOKALIKE_KEY),
+                        at(key),
+                        k.line,
+                        out,
                     );
                 }
                 continue;
             }
-            let Some(account) = v.text() else { continue };
-            if !is_worker(account) {
+            let Some(name) = v.text() else { continue };
+            account = account.or(Some(name));
+            if !is_worker(name) {
                 continue;
             }
-            let derived = identity::derived_name(obj.name());
-            let is_own_spec = own_path.as_deref() == Some(path.as_str());
-            let legitimate = is_own_spec
-                && account == derived
-                && (allow.self_refs.contains(&obj.addr)
-                    || trios.complete(obj.namespace(), &derived));
-            if !legitimate {
-                out.push(
+            let verdict = if !is_own_spec {
+                Err("this is not the object's own pod spec".to_string())
+            } else if allow.self_refs.get(&obj.addr).map(String::as_str) == Some(name) {
+                Ok(())
+            } else {
+                exemption(obj, spec, name, trios)
+            };
+            if let Err(why) = verdict {
+                push(
                     Finding::error(format!(
-                        "{key} {account:?} is a reserved NVCF worker account: only the agent or `kubectl-nvcf-worker inject` may assign it; use another ServiceAccount"
+                        "{key} {name:?} is a reserved NVCF worker account: only the agent or `kubectl-nvcf-worker inject` may assign it ({why}); use another ServiceAccount"
                     ))
-                    .rule(POD_SPEC_ACCOUNT)
-                    .resource(Some(obj.resource_ref()))
-                    .field(at)
-                    .at(obj.location())
-                    .line(v.line),
+                    .rule(POD_SPEC_ACCOUNT),
+                    at(key),
+                    v.line,
+                    out,
                 );
             }
         }
+        if account.is_some_and(is_worker) {
+            continue;
+        }
+        // A pod spec carrying the worker token under another account: renamed by a
+        // later transformer (NVW112), or a token ICMS would see for a non-worker.
+        let account = account.unwrap_or("default");
+        let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
+        let worker_volume = volumes
+            .iter()
+            .position(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME));
+        let worker_env = ["containers", "initContainers"].iter().any(|list| {
+            spec.get(list)
+                .and_then(Node::items)
+                .unwrap_or(&[])
+                .iter()
+                .any(|c| {
+                    c.get("env")
+                        .and_then(Node::items)
+                        .unwrap_or(&[])
+                        .iter()
+                        .any(|e| {
+                            e.str_at(&["name"]) == Some(identity::ENV_IDENTITY_SOURCE)
+                                || e.str_at(&["name"]) == Some(identity::ENV_TOKEN_FILE_PATH)
+                        })
+                })
+        });
+        if let (Some(i), true) = (worker_volume, worker_env) {
+            push(
+                Finding::error(format!(
+                    "this pod spec carries the worker token volume and env but runs as {account:?}, which is not a worker identity: it was renamed after the transformer ran (a namePrefix or nameSuffix in a later kustomization?), and ICMS will not accept it; run the transformer in the overlay that sets the final names"
+                ))
+                .rule(RENAMED),
+                at("serviceAccountName"),
+                volumes[i].line,
+                out,
+            );
+            continue;
+        }
+        for (i, v, audience) in workload::projected_audiences(spec) {
+            if audience.starts_with("nvcf-icms:") {
+                push(
+                    Finding::warning(format!(
+                        "a token with audience {audience:?} is projected for {account:?}, which is not a worker account: ICMS accepts tokens only from worker identities the agent registered; drop the volume or use the worker identity"
+                    ))
+                    .rule(ICMS_AUDIENCE),
+                    at(&format!("volumes[{i}]")),
+                    v.line,
+                    out,
+                );
+            }
+        }
+    }
+}
+
+/// NVW108 and NVW110: walks every mapping of the object.
+fn check_references(obj: &Object, out: &mut Vec<Finding>) {
+    let mut found = Vec::new();
+    walk_refs(obj.node, &mut String::new(), &mut found);
+    for (field, line, f) in found {
+        out.push(
+            f.resource(Some(obj.resource_ref()))
+                .field(field)
+                .at(obj.location())
+                .line(line),
+        );
+    }
+}
+
+fn walk_refs(n: &Node, path: &mut String, out: &mut Vec<(String, u32, Finding)>) {
+    let len = path.len();
+    if let Some(entries) = n.entries() {
+        for (k, v) in entries {
+            let key = k.text().unwrap_or("?");
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(key);
+            if key == "metadata" {
+                if let Some((ak, _)) = v
+                    .get("annotations")
+                    .and_then(|a| a.entry(identity::INFRA_ANNOTATION))
+                {
+                    out.push((
+                        format!("{path}.annotations.{}", identity::INFRA_ANNOTATION),
+                        ak.line,
+                        Finding::error(format!(
+                            "{} is the NVCF agent's own mark: the agent registers with ICMS pods that carry it, and rejects workload objects that do; remove it",
+                            identity::INFRA_ANNOTATION
+                        ))
+                        .rule(INFRA_ANNOTATION),
+                    ));
+                }
+            }
+            if key == "serviceAccountRef" || key == "serviceAccount" {
+                if let Some(name) = v.get("name").and_then(Node::text).filter(|n| is_worker(n)) {
+                    let line = v.get("name").map_or(v.line, |n| n.line);
+                    out.push((
+                        format!("{path}.name"),
+                        line,
+                        Finding::error(format!(
+                            "{key}.name {name:?} is a reserved NVCF worker account: whatever reads this reference (a chart, an operator, a secret store) would act as the worker; use another ServiceAccount"
+                        ))
+                        .rule(ACCOUNT_REFERENCE),
+                    ));
+                }
+            }
+            if v.as_scalar().is_none() {
+                walk_refs(v, path, out);
+            }
+            path.truncate(len);
+        }
+    } else if let Some(items) = n.items() {
+        for (i, v) in items.iter().enumerate() {
+            if v.as_scalar().is_some() {
+                continue;
+            }
+            path.push_str(&format!("[{i}]"));
+            walk_refs(v, path, out);
+            path.truncate(len);
+        }
+    }
+}
+
+/// NVW113: identities of different workloads with one name in namespaces that can
+/// be the same (hashed and plain names compare as the strings they are).
+fn check_collisions(objects: &[Object], out: &mut Vec<Finding>) {
+    let mut seen: HashMap<String, Vec<(Option<&str>, Marks)>> = HashMap::new();
+    for obj in objects.iter().filter(|o| o.kind() == "ServiceAccount") {
+        let Some(marks @ Marks::Workload { .. }) = marks_of(obj.node) else {
+            continue;
+        };
+        if marks.identity_name() != obj.name() {
+            continue;
+        }
+        let others = seen.entry(obj.name().to_string()).or_default();
+        if let Some((ns, other)) = others
+            .iter()
+            .find(|(ns, m)| *m != marks && namespaces_collide(*ns, obj.namespace()))
+        {
+            out.push(
+                Finding::error(format!(
+                    "identity {:?} of {} collides with the one of {} (namespace {}): one ServiceAccount cannot be two workloads' identity; rename one workload",
+                    obj.name(),
+                    marks.describe(),
+                    other.describe(),
+                    ns.unwrap_or("omitted")
+                ))
+                .rule(IDENTITY_COLLISION)
+                .resource(Some(obj.resource_ref()))
+                .field("metadata.name")
+                .at(obj.location())
+                .line(obj.node.line),
+            );
+        }
+        others.push((obj.namespace(), marks));
     }
 }
 
@@ -358,20 +682,47 @@ fn check_rules(obj: &Object, out: &mut Vec<Finding>) {
         if core && verb("impersonate") && (resource("serviceaccounts") || resource("users")) {
             powers.push("impersonate serviceaccounts or users");
         }
-        if !powers.is_empty() {
-            out.push(
-                Finding::warning(format!(
-                    "{} {:?} grants {}: whoever holds it can obtain a worker token without being the worker; narrow it with resourceNames or drop it",
-                    obj.kind(),
-                    obj.name(),
-                    powers.join(" and ")
-                ))
-                .rule(TOKEN_MINT_OR_IMPERSONATE)
+        if powers.is_empty() {
+            continue;
+        }
+        // resourceNames narrow the grant: to a worker account it is an error, to
+        // other accounts only it is what NVW105 asks for.
+        let names = strings(rule, "resourceNames");
+        let workers: Vec<&String> = names
+            .iter()
+            .filter(|n| {
+                is_worker(n)
+                    || n.strip_prefix("system:serviceaccount:")
+                        .and_then(|r| r.split_once(':'))
+                        .is_some_and(|(_, sa)| is_worker(sa))
+            })
+            .collect();
+        let finding = if !workers.is_empty() {
+            Finding::error(format!(
+                "{} {:?} grants {} for worker account {}: whoever holds it obtains a worker token without being the worker; drop it",
+                obj.kind(),
+                obj.name(),
+                powers.join(" and "),
+                workers.iter().map(|w| format!("{w:?}")).collect::<Vec<_>>().join(", ")
+            ))
+            .rule(MINT_FOR_WORKER)
+        } else if names.is_empty() {
+            Finding::warning(format!(
+                "{} {:?} grants {}: whoever holds it can obtain a worker token without being the worker; narrow it with resourceNames or drop it",
+                obj.kind(),
+                obj.name(),
+                powers.join(" and ")
+            ))
+            .rule(TOKEN_MINT_OR_IMPERSONATE)
+        } else {
+            continue;
+        };
+        out.push(
+            finding
                 .resource(Some(obj.resource_ref()))
                 .field(format!("rules[{i}]"))
                 .at(obj.location())
                 .line(rule.line),
-            );
-        }
+        );
     }
 }

@@ -10,8 +10,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// Every worker ServiceAccount, Role and RoleBinding name starts with this.
+/// Per-pod worker accounts are `nvcf-worker-<pod>`; the agent reserves the prefix.
 pub const PREFIX: &str = "nvcf-worker-";
+/// The one worker account of a namespace: MiniService workers run as it
+/// (`WorkerServiceAccountName` in the agent's `workerguard.go`), and so do the
+/// workloads of `naming: per-namespace`.
+pub const WORKER_NAME: &str = "nvcf-worker";
+/// Annotation the agent puts on its own objects (`InfraObjectAnnotationKey`); it
+/// registers with ICMS only pods that carry it, so a workload carrying it claims to
+/// be the agent's.
+pub const INFRA_ANNOTATION: &str = "nvca.nvcf.nvidia.io/nvca-infra-object";
+/// Label naming the MiniService an agent-made identity belongs to (`MiniserviceNameLabel`).
+pub const MINISERVICE_LABEL: &str = "nvca.nvcf.nvidia.io/miniservice-name";
 pub const TOKEN_VOLUME: &str = "nvcf-worker-token";
 pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/tokens";
 pub const TOKEN_PATH: &str = "token";
@@ -36,10 +46,27 @@ pub const ORIGIN_MANIFEST: &str = "manifest";
 pub const WORKLOAD_ANNOTATION: &str = "nvcf.io/workload";
 /// apiVersion of that workload, so the owner can be looked up exactly.
 pub const WORKLOAD_API_VERSION_ANNOTATION: &str = "nvcf.io/workload-api-version";
+/// `namespace` on a per-namespace identity declared in manifests (it names no workload).
+pub const SCOPE_ANNOTATION: &str = "nvcf.io/identity-scope";
+pub const SCOPE_NAMESPACE: &str = "namespace";
 /// Default selector label.
 pub const WORKER_LABEL: &str = "nvcf.io/worker";
 /// Per-workload `a,b`: containers left without the token mount and env.
 pub const SKIP_CONTAINERS_ANNOTATION: &str = "nvcf.io/skip-containers";
+
+/// Whether `name` is reserved for worker identities, as the agent's
+/// `IsWorkerServiceAccountName` decides: `nvcf-worker` exactly or `nvcf-worker-*`.
+pub fn is_reserved(name: &str) -> bool {
+    name == WORKER_NAME || name.starts_with(PREFIX)
+}
+
+/// How identities are named: one per workload (the default) or one per namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Naming {
+    #[default]
+    PerWorkload,
+    PerNamespace,
+}
 
 pub fn audience(cluster_id: &str) -> String {
     format!("nvcf-icms:{cluster_id}")
@@ -119,16 +146,98 @@ pub fn env_var(name: &str, value: &str) -> serde_json::Value {
     })
 }
 
-/// The workload a manifest-declared identity belongs to.
+/// Whom a manifest-declared identity belongs to, as its marks say.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Marks {
+    /// One workload (`naming: per-workload`).
+    Workload {
+        api_version: String,
+        kind: String,
+        name: String,
+    },
+    /// Every selected workload of its namespace (`naming: per-namespace`).
+    Namespace,
+}
+
+impl Marks {
+    /// The identity name these marks imply; an object whose name differs was
+    /// renamed after the transformer ran.
+    pub fn identity_name(&self) -> String {
+        match self {
+            Marks::Workload { name, .. } => derived_name(name),
+            Marks::Namespace => WORKER_NAME.to_string(),
+        }
+    }
+
+    /// Reads the marks from labels and annotations (None: not the transformer's).
+    pub fn read(
+        label: impl Fn(&str) -> Option<String>,
+        annotation: impl Fn(&str) -> Option<String>,
+    ) -> Option<Marks> {
+        if label(MANAGED_BY_LABEL).as_deref() != Some(MANAGED_BY)
+            || label(ORIGIN_LABEL).as_deref() != Some(ORIGIN_MANIFEST)
+        {
+            return None;
+        }
+        if annotation(SCOPE_ANNOTATION).as_deref() == Some(SCOPE_NAMESPACE) {
+            return Some(Marks::Namespace);
+        }
+        let workload = annotation(WORKLOAD_ANNOTATION)?;
+        let (kind, name) = workload.split_once('/')?;
+        Some(Marks::Workload {
+            api_version: annotation(WORKLOAD_API_VERSION_ANNOTATION)?,
+            kind: kind.to_string(),
+            name: name.to_string(),
+        })
+        .filter(|_| !kind.is_empty() && !name.is_empty())
+    }
+
+    /// `Deployment/web`, or `namespace` for a per-namespace identity.
+    pub fn describe(&self) -> String {
+        match self {
+            Marks::Workload { kind, name, .. } => format!("{kind}/{name}"),
+            Marks::Namespace => "every selected workload of its namespace".into(),
+        }
+    }
+}
+
+/// The identity a manifest declares: its marks and namespace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Owner {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
+    pub marks: Marks,
     pub namespace: Option<String>,
 }
 
+impl Owner {
+    pub fn workload(api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> Owner {
+        Owner {
+            marks: Marks::Workload {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: name.into(),
+            },
+            namespace: namespace.map(Into::into),
+        }
+    }
+}
+
 fn meta(name: &str, owner: &Owner) -> ObjectMeta {
+    let annotations = match &owner.marks {
+        Marks::Workload {
+            api_version,
+            kind,
+            name,
+        } => BTreeMap::from([
+            (WORKLOAD_ANNOTATION.to_string(), format!("{kind}/{name}")),
+            (
+                WORKLOAD_API_VERSION_ANNOTATION.to_string(),
+                api_version.clone(),
+            ),
+        ]),
+        Marks::Namespace => {
+            BTreeMap::from([(SCOPE_ANNOTATION.to_string(), SCOPE_NAMESPACE.to_string())])
+        }
+    };
     ObjectMeta {
         name: Some(name.into()),
         namespace: owner.namespace.clone(),
@@ -136,16 +245,7 @@ fn meta(name: &str, owner: &Owner) -> ObjectMeta {
             (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
             (ORIGIN_LABEL.to_string(), ORIGIN_MANIFEST.to_string()),
         ])),
-        annotations: Some(BTreeMap::from([
-            (
-                WORKLOAD_ANNOTATION.to_string(),
-                format!("{}/{}", owner.kind, owner.name),
-            ),
-            (
-                WORKLOAD_API_VERSION_ANNOTATION.to_string(),
-                owner.api_version.clone(),
-            ),
-        ])),
+        annotations: Some(annotations),
         ..Default::default()
     }
 }
@@ -222,6 +322,45 @@ mod tests {
     }
 
     #[test]
+    fn reserved_names_are_the_agents() {
+        for name in ["nvcf-worker", "nvcf-worker-x", "nvcf-worker-"] {
+            assert!(is_reserved(name), "{name}");
+        }
+        for name in [
+            "nvcf-workers",
+            "nvcf-worker2",
+            "my-nvcf-worker",
+            "nvcf-worke",
+            "",
+        ] {
+            assert!(!is_reserved(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn marks_round_trip_and_name_their_identity() {
+        let owner = Owner::workload("apps/v1", "Deployment", "web", Some("ns"));
+        let [sa, ..] = trio("nvcf-worker-web", &owner);
+        let sa = &sa;
+        let get =
+            |k: &'static str| move |key: &str| sa["metadata"][k][key].as_str().map(str::to_string);
+        let marks = Marks::read(get("labels"), get("annotations")).unwrap();
+        assert_eq!(marks, owner.marks);
+        assert_eq!(marks.identity_name(), "nvcf-worker-web");
+        let ns = Owner {
+            marks: Marks::Namespace,
+            namespace: Some("ns".into()),
+        };
+        let [sa, ..] = trio(WORKER_NAME, &ns);
+        assert_eq!(sa["metadata"]["annotations"][SCOPE_ANNOTATION], "namespace");
+        assert!(sa["metadata"]["annotations"]
+            .get(INFRA_ANNOTATION)
+            .is_none());
+        assert_eq!(sa["automountServiceAccountToken"], false);
+        assert_eq!(Marks::Namespace.identity_name(), WORKER_NAME);
+    }
+
+    #[test]
     fn long_names_are_shortened_deterministically_and_stay_unique() {
         let a = "a".repeat(250);
         let b = format!("{}b", "a".repeat(249));
@@ -246,12 +385,7 @@ mod tests {
 
     #[test]
     fn trio_matches_the_contract() {
-        let owner = Owner {
-            api_version: "apps/v1".into(),
-            kind: "Deployment".into(),
-            name: "web".into(),
-            namespace: Some("ns".into()),
-        };
+        let owner = Owner::workload("apps/v1", "Deployment", "web", Some("ns"));
         let [sa, role, rb] = trio("nvcf-worker-web", &owner);
         assert_eq!(sa["automountServiceAccountToken"], false);
         assert_eq!(

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::config::Config;
 use crate::guard;
-use crate::identity::{self, Owner, TokenSpec};
+use crate::identity::{self, Marks, Naming, Owner, TokenSpec};
 use crate::manifest::batch::{
     Addr, Batch, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
 };
@@ -75,6 +75,13 @@ struct WorkloadPlan {
 pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
     let mut out = Outcome::default();
     if !cfg.is_psat() {
+        // Nothing to inject, but a forged identity is still refused.
+        out.findings.extend(guard::check(
+            batch,
+            &guard::Allow {
+                self_refs: &HashMap::new(),
+            },
+        ));
         out.findings.push(Finding::info(format!(
             "tokenSource is {:?}: no PSAT worker identity is injected (only psat is provisioned by manifests)",
             cfg.token_source
@@ -100,9 +107,27 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
     let objects = batch.objects();
     let existing = guard::Trios::index(&objects);
     let mut plans = Vec::new();
-    let mut self_refs = HashSet::new();
-    let mut names: HashMap<(Option<&str>, String), ResourceRef> = HashMap::new();
+    let mut self_refs = HashMap::new();
+    // Identity name -> (namespace, marks, who) of every claim: selected workloads
+    // and the trios the input already declares.
+    let mut names: HashMap<String, Vec<(Option<&str>, Marks, String)>> = HashMap::new();
+    for obj in &objects {
+        if obj.kind() == "ServiceAccount" {
+            if let Some(m @ Marks::Workload { .. }) = guard::marks_of(obj.node) {
+                if m.identity_name() == obj.name() {
+                    let who = obj.resource_ref().display();
+                    names.entry(obj.name().to_string()).or_default().push((
+                        obj.namespace(),
+                        m,
+                        who,
+                    ));
+                }
+            }
+        }
+    }
     let mut trio_members: HashSet<Addr> = HashSet::new();
+    // Per-namespace identities already planned: one trio per namespace.
+    let mut planned_trios: HashSet<(Option<&str>, String)> = HashSet::new();
 
     for obj in &objects {
         let Some(spec_path) = workload::pod_spec_path(obj.api_version(), obj.kind()) else {
@@ -111,7 +136,6 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         if !is_selected(obj, spec_path, cfg) {
             continue;
         }
-        let name = identity::derived_name(obj.name());
         let loc = obj.location();
         let rref = obj.resource_ref();
         if obj.name().is_empty() {
@@ -122,24 +146,35 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
             );
             continue;
         }
-        if let Some(other) = names.insert((obj.namespace(), name.clone()), rref.clone()) {
+        let owner = match cfg.naming {
+            Naming::PerWorkload => {
+                Owner::workload(obj.api_version(), obj.kind(), obj.name(), obj.namespace())
+            }
+            Naming::PerNamespace => Owner {
+                marks: Marks::Namespace,
+                namespace: obj.namespace().map(Into::into),
+            },
+        };
+        let name = owner.marks.identity_name();
+        let claims = names.entry(name.clone()).or_default();
+        if let Some((ns, _, other)) = claims
+            .iter()
+            .find(|(ns, m, _)| *m != owner.marks && guard::namespaces_collide(*ns, obj.namespace()))
+        {
             out.findings.push(
                 Finding::error(format!(
-                    "{} and {} derive the same identity name {name:?} in one namespace; rename one of them",
-                    other.display(),
-                    rref.display()
+                    "{} would get identity {name:?}, which is already {}'s (namespace {}); an omitted namespace collides with any, and a hashed long name can equal a short one: rename one of them",
+                    rref.display(),
+                    other,
+                    ns.unwrap_or("omitted")
                 ))
+                .rule(guard::IDENTITY_COLLISION)
                 .resource(Some(rref.clone()))
                 .at(loc.clone()),
             );
         }
-        self_refs.insert(obj.addr);
-        let owner = Owner {
-            api_version: obj.api_version().into(),
-            kind: obj.kind().into(),
-            name: obj.name().into(),
-            namespace: obj.namespace().map(Into::into),
-        };
+        claims.push((obj.namespace(), owner.marks.clone(), rref.display()));
+        self_refs.insert(obj.addr, name.clone());
         let Some(spec) = obj.node.path(spec_path).filter(|s| s.is_map()) else {
             out.findings.push(
                 Finding::error(format!(
@@ -164,13 +199,16 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         };
         let mut findings = Vec::new();
         check_pod_spec(obj, spec, cfg, token, &mut p, &mut findings);
+        let first_claim = planned_trios.insert((obj.namespace(), name.clone()));
         for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
             match existing.get(kind, obj.namespace(), &name) {
                 Some(member) => {
-                    trio_members.insert(member.addr);
-                    check_existing_member(member, &name, obj.namespace(), &mut findings);
+                    if trio_members.insert(member.addr) {
+                        check_existing_member(member, &p.owner, &name, &mut findings);
+                    }
                 }
-                None => p.missing.push(i),
+                None if first_claim => p.missing.push(i),
+                None => {}
             }
         }
         let ctx = Finding::error("")
@@ -232,14 +270,14 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
 /// Reports for the objects that are not selected workloads, in input order.
 fn report_others(
     objects: &[Object],
-    selected: &HashSet<Addr>,
+    selected: &HashMap<Addr, String>,
     trio: &HashSet<Addr>,
     reports: &mut Vec<ObjectReport>,
 ) {
     // The selected workloads' reports, each followed by its generated objects'.
     let mut selected_reports = std::mem::take(reports).into_iter().peekable();
     for obj in objects {
-        let status = if selected.contains(&obj.addr) {
+        let status = if selected.contains_key(&obj.addr) {
             reports.extend(selected_reports.next());
             while let Some(r) = selected_reports.next_if(|r| r.status == Status::Generated) {
                 reports.push(r);
@@ -265,13 +303,17 @@ fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
     cfg.selector.matches(&own) || (!template.is_empty() && cfg.selector.matches(&template))
 }
 
-fn check_existing_member(
-    member: &Object,
-    name: &str,
-    ns: Option<&str>,
-    findings: &mut Vec<Finding>,
-) {
-    if let Some(problem) = guard::member_problem(member.kind(), member.node, name, ns) {
+fn check_existing_member(member: &Object, owner: &Owner, name: &str, findings: &mut Vec<Finding>) {
+    let ns = owner.namespace.as_deref();
+    let marks = guard::marks_of(member.node);
+    let problem = guard::member_problem(member.kind(), member.node, name, ns)
+        .map(str::to_string)
+        .or_else(|| match &marks {
+            Some(m) if *m == owner.marks => None,
+            Some(m) => Some(format!("it is marked for {}", m.describe())),
+            None => Some("it does not carry the transformer's marks (hand-written?)".into()),
+        });
+    if let Some(problem) = problem {
         findings.push(
             Finding::error(format!(
                 "{} {name} already exists and does not match the worker identity: {problem}",
@@ -335,21 +377,24 @@ fn check_pod_spec(
         }
         None => p.spec_changes = true,
     }
-    let want_volume = identity::token_volume(token);
     let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
-    match volumes.iter().position(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME)) {
-        Some(i) if to_json(&volumes[i]) == want_volume => {}
-        Some(i) => findings.push(
+    let ours: Vec<usize> = (0..volumes.len())
+        .filter(|&i| volumes[i].str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
+        .collect();
+    match ours.as_slice() {
+        [] => p.spec_changes = true,
+        [i] if workload::is_token_volume(&volumes[*i], &workload::TokenWant::Exact(token)) => {}
+        [.., i] => findings.push(
             Finding::error(format!(
-                "volume {:?} exists with other content; remove it or make it the projected token (audience {:?}, expirationSeconds {}, path token)",
+                "volume {:?} exists with other content{}; remove it or make it the projected token (audience {:?}, expirationSeconds {}, path token)",
                 identity::TOKEN_VOLUME,
+                if ours.len() > 1 { " or more than once" } else { "" },
                 token.audience,
                 token.expiration_seconds
             ))
             .field(format!("{base}.volumes[{i}]"))
-            .line(line(&volumes[i])),
+            .line(line(&volumes[*i])),
         ),
-        None => p.spec_changes = true,
     }
     let skip = names_in(obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION));
     let mut lists = vec!["containers"];
@@ -373,60 +418,15 @@ fn check_pod_spec(
 
 /// Checks one container; returns whether it needs a mount or env var added.
 fn check_container(c: &Node, at: &str, findings: &mut Vec<Finding>) -> bool {
-    let mut needs = false;
-    let mounts = c.get("volumeMounts").and_then(Node::items).unwrap_or(&[]);
-    let mut has_mount = false;
-    for (mi, m) in mounts.iter().enumerate() {
-        let name = m.str_at(&["name"]);
-        let path = m.str_at(&["mountPath"]).map(|p| p.trim_end_matches('/'));
-        let ours = name == Some(identity::TOKEN_VOLUME);
-        if ours {
-            let read_only = m.get("readOnly").map(to_json) == Some(serde_json::Value::Bool(true));
-            if path == Some(identity::TOKEN_MOUNT_PATH) && read_only && m.get("subPath").is_none() {
-                has_mount = true;
-            } else {
-                findings.push(
-                    Finding::error(format!(
-                        "volume {:?} is mounted other than read-only at {}",
-                        identity::TOKEN_VOLUME,
-                        identity::TOKEN_MOUNT_PATH
-                    ))
-                    .field(format!("{at}.volumeMounts[{mi}]"))
-                    .line(m.line),
-                );
-            }
-        } else if path == Some(identity::TOKEN_MOUNT_PATH) {
-            findings.push(
-                Finding::error(format!(
-                    "volume {:?} is already mounted at {}, where the worker token goes; move it",
-                    name.unwrap_or(""),
-                    identity::TOKEN_MOUNT_PATH
-                ))
-                .field(format!("{at}.volumeMounts[{mi}]"))
-                .line(m.line),
-            );
-        }
+    let check = workload::check_container(c);
+    for problem in &check.problems {
+        findings.push(
+            Finding::error(problem.message.clone())
+                .field(format!("{at}.{}", problem.field))
+                .line(problem.line),
+        );
     }
-    needs |= !has_mount;
-    let env = c.get("env").and_then(Node::items).unwrap_or(&[]);
-    for (var, want) in identity::env_vars() {
-        match env.iter().position(|e| e.str_at(&["name"]) == Some(var)) {
-            Some(ei) => {
-                let e = &env[ei];
-                if e.str_at(&["value"]) != Some(want) || e.get("valueFrom").is_some() {
-                    findings.push(
-                        Finding::error(format!(
-                            "env {var} is already set to something else; it must be {want:?}"
-                        ))
-                        .field(format!("{at}.env[{ei}]"))
-                        .line(e.line),
-                    );
-                }
-            }
-            None => needs = true,
-        }
-    }
-    needs
+    !check.has_mount || !check.missing_env.is_empty()
 }
 
 /// A generated node: JSON-looking inside JSON documents, block YAML elsewhere.

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::manifest::Node;
+use crate::identity;
+use crate::manifest::{to_json, Node};
 
 /// Path from the object root to the pod spec of a workload kind the transformer
 /// handles, or None for everything else.
@@ -41,6 +42,254 @@ pub fn label_map(labels: Option<&Node>) -> BTreeMap<String, String> {
         .iter()
         .filter_map(|(k, v)| Some((k.text()?.to_string(), v.as_str()?.to_string())))
         .collect()
+}
+
+/// A mount path as the container runtime resolves it: `/var/run/secrets//tokens/.`
+/// is `/var/run/secrets/tokens`.
+pub fn normalize_path(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Whether a mount lands on the token directory or inside it (where a volume or a
+/// `subPath` file would stand in for the projected token).
+pub fn in_token_dir(path: &str) -> bool {
+    let p = normalize_path(path);
+    p == identity::TOKEN_MOUNT_PATH || p.starts_with(&format!("{}/", identity::TOKEN_MOUNT_PATH))
+}
+
+/// Something in a pod spec that contradicts the worker identity contract.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    /// Relative to the container or pod spec: `volumeMounts[1]`, `env[0]`.
+    pub field: String,
+    pub line: u32,
+    pub message: String,
+}
+
+/// One container against the contract: what is missing and what is wrong.
+#[derive(Debug, Default)]
+pub struct ContainerCheck {
+    pub has_mount: bool,
+    /// Env vars of the contract the container lacks.
+    pub missing_env: Vec<&'static str>,
+    pub problems: Vec<Problem>,
+}
+
+impl ContainerCheck {
+    pub fn exact(&self) -> bool {
+        self.has_mount && self.missing_env.is_empty() && self.problems.is_empty()
+    }
+}
+
+/// Checks a container's token mount and env as Kubernetes resolves them: paths
+/// after normalisation, any mount at or under the token directory (subPath
+/// included), and every env entry of a name (Kubernetes uses the last).
+pub fn check_container(c: &Node) -> ContainerCheck {
+    let mut out = ContainerCheck::default();
+    let mounts = c.get("volumeMounts").and_then(Node::items).unwrap_or(&[]);
+    for (mi, m) in mounts.iter().enumerate() {
+        let name = m.str_at(&["name"]);
+        let path = m.str_at(&["mountPath"]).unwrap_or("");
+        let field = format!("volumeMounts[{mi}]");
+        if name == Some(identity::TOKEN_VOLUME) {
+            let read_only = m.get("readOnly").map(to_json) == Some(serde_json::Value::Bool(true));
+            let exact = normalize_path(path) == identity::TOKEN_MOUNT_PATH
+                && read_only
+                && m.get("subPath").is_none()
+                && m.get("subPathExpr").is_none();
+            if exact && !out.has_mount {
+                out.has_mount = true;
+                continue;
+            }
+            out.problems.push(Problem {
+                field,
+                line: m.line,
+                message: format!(
+                    "volume {:?} is mounted {}; it must be mounted once, read-only, at {} without subPath",
+                    identity::TOKEN_VOLUME,
+                    if exact { "twice" } else { "otherwise" },
+                    identity::TOKEN_MOUNT_PATH
+                ),
+            });
+        } else if in_token_dir(path) {
+            out.problems.push(Problem {
+                field,
+                line: m.line,
+                message: format!(
+                    "volume {:?} is mounted at {path:?}, at or under {} where the worker token goes; a file there would stand in for the token: move it",
+                    name.unwrap_or(""),
+                    identity::TOKEN_MOUNT_PATH
+                ),
+            });
+        }
+    }
+    let env = c.get("env").and_then(Node::items).unwrap_or(&[]);
+    for (var, want) in identity::env_vars() {
+        let entries: Vec<(usize, &Node)> = env
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.str_at(&["name"]) == Some(var))
+            .collect();
+        match entries.as_slice() {
+            [] => out.missing_env.push(var),
+            [(ei, e)] => {
+                if e.str_at(&["value"]) != Some(want) || e.get("valueFrom").is_some() {
+                    out.problems.push(Problem {
+                        field: format!("env[{ei}]"),
+                        line: e.line,
+                        message: format!(
+                            "env {var} is already set to something else; it must be {want:?}"
+                        ),
+                    });
+                }
+            }
+            [.., (ei, e)] => out.problems.push(Problem {
+                field: format!("env[{ei}]"),
+                line: e.line,
+                message: format!(
+                    "env {var} is set {} times; Kubernetes uses the last, so one entry can hide another: keep one, {want:?}",
+                    entries.len()
+                ),
+            }),
+        }
+    }
+    out
+}
+
+/// What the token volume of a pod spec must be.
+pub enum TokenWant<'a> {
+    /// Exactly this audience and lifetime (inject knows its config).
+    Exact(&'a identity::TokenSpec),
+    /// Any `nvcf-icms:<cluster>` audience and a lifetime Kubernetes and the agent
+    /// accept (the guard, which has no config).
+    Contract,
+}
+
+/// Whether a volume is the projected worker token; fields the API server adds
+/// (`defaultMode`) are allowed, anything else is not.
+pub fn is_token_volume(v: &Node, want: &TokenWant) -> bool {
+    let keys = |n: &Node, allowed: &[&str]| {
+        n.entries().is_some_and(|e| {
+            e.iter()
+                .all(|(k, _)| k.text().is_some_and(|k| allowed.contains(&k)))
+        })
+    };
+    let Some(projected) = v.get("projected") else {
+        return false;
+    };
+    let sources = projected
+        .get("sources")
+        .and_then(Node::items)
+        .unwrap_or(&[]);
+    let [source] = sources else { return false };
+    let Some(token) = source.get("serviceAccountToken") else {
+        return false;
+    };
+    let audience = token.str_at(&["audience"]).unwrap_or("");
+    let expiry = token
+        .get("expirationSeconds")
+        .map(to_json)
+        .and_then(|e| e.as_i64());
+    let fits = match want {
+        TokenWant::Exact(t) => audience == t.audience && expiry == Some(t.expiration_seconds),
+        TokenWant::Contract => {
+            audience
+                .strip_prefix("nvcf-icms:")
+                .is_some_and(|c| !c.trim().is_empty())
+                && expiry.is_some_and(|e| {
+                    (identity::MIN_EXPIRATION_SECONDS..=identity::MAX_EXPIRATION_SECONDS)
+                        .contains(&e)
+                })
+        }
+    };
+    fits && keys(v, &["name", "projected"])
+        && keys(projected, &["sources", "defaultMode"])
+        && keys(source, &["serviceAccountToken"])
+        && keys(token, &["audience", "expirationSeconds", "path"])
+        && token.str_at(&["path"]) == Some(identity::TOKEN_PATH)
+}
+
+/// Audiences of the projected service account tokens of a pod spec, with the
+/// volume index.
+pub fn projected_audiences(spec: &Node) -> Vec<(usize, &Node, String)> {
+    let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
+    let mut out = Vec::new();
+    for (i, v) in volumes.iter().enumerate() {
+        for s in v
+            .path(&["projected", "sources"])
+            .and_then(Node::items)
+            .unwrap_or(&[])
+        {
+            if let Some(t) = s.get("serviceAccountToken") {
+                out.push((i, v, t.str_at(&["audience"]).unwrap_or("").to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a pod spec carries exactly the worker identity contract: the account
+/// `account` under both keys where present, no automounted token, one token
+/// volume, and in every container not skipped the mount and env (init
+/// containers may carry them or not, but only exactly). `skip` lists the
+/// containers `nvcf.io/skip-containers` leaves out.
+pub fn contract_problem(spec: &Node, account: &str, skip: &[&str]) -> Option<String> {
+    for key in ["serviceAccountName", "serviceAccount"] {
+        if let Some(v) = spec.get(key).filter(|v| !v.is_null()) {
+            if v.as_str() != Some(account) {
+                return Some(format!("{key} is not {account:?}"));
+            }
+        }
+    }
+    if spec.get("automountServiceAccountToken").map(to_json) != Some(serde_json::Value::Bool(false))
+    {
+        return Some("automountServiceAccountToken is not false".into());
+    }
+    let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
+    let ours: Vec<&Node> = volumes
+        .iter()
+        .filter(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
+        .collect();
+    match ours.as_slice() {
+        [v] if is_token_volume(v, &TokenWant::Contract) => {}
+        [_] => {
+            return Some(format!(
+                "volume {:?} is not the contract's projected token (audience nvcf-icms:<cluster>, expirationSeconds {}..{}, path token)",
+                identity::TOKEN_VOLUME,
+                identity::MIN_EXPIRATION_SECONDS,
+                identity::MAX_EXPIRATION_SECONDS
+            ))
+        }
+        [] => return Some(format!("it has no volume {:?}", identity::TOKEN_VOLUME)),
+        _ => return Some(format!("volume {:?} is declared more than once", identity::TOKEN_VOLUME)),
+    }
+    for list in ["containers", "initContainers"] {
+        for c in spec.get(list).and_then(Node::items).unwrap_or(&[]) {
+            let name = c.str_at(&["name"]).unwrap_or("");
+            let check = check_container(c);
+            let untouched = !check.has_mount
+                && check.missing_env.len() == identity::env_vars().len()
+                && check.problems.is_empty();
+            let optional = list == "initContainers" || skip.contains(&name);
+            if !(check.exact() || optional && untouched) {
+                return Some(match check.problems.first() {
+                    Some(p) => format!("{list} {name:?}: {}", p.message),
+                    None => format!("{list} {name:?} lacks the token mount or env"),
+                });
+            }
+        }
+    }
+    None
 }
 
 /// `spec.template.spec` from path segments.

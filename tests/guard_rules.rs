@@ -43,6 +43,36 @@ fn role_with(kind: &str, name: &str, rules: &str) -> String {
     rbac(kind, name, ns, &format!("rules:{sep}{rules}"))
 }
 
+/// The transformer's marks for `Deployment/<workload>` as metadata lines.
+fn marks(workload: &str) -> String {
+    format!("  labels:\n    app.kubernetes.io/managed-by: kubectl-nvcf-worker\n    nvcf.io/identity-origin: manifest\n  annotations:\n    nvcf.io/workload: Deployment/{workload}\n    nvcf.io/workload-api-version: apps/v1\n")
+}
+
+fn service_account(name: &str, meta: &str) -> String {
+    format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: ns\n{meta}automountServiceAccountToken: false\n")
+}
+
+/// The trio `inject` writes for a selected workload, without the workload.
+fn injected_trio(kind: &str, name: &str, ns: Option<&str>) -> String {
+    let w = workload(kind, name, ns.unwrap_or(""), true, SIMPLE_POD);
+    let w = if ns.is_none() {
+        w.replace("  namespace: \n", "")
+    } else {
+        w
+    };
+    let out = inject(&w, &[]);
+    out.ok();
+    split_docs(&out.stdout)
+        .into_iter()
+        .filter(|d| {
+            ["ServiceAccount", "Role", "RoleBinding"]
+                .iter()
+                .any(|k| d.contains(&format!("\nkind: {k}\n")))
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
 fn token_secret(sa: &str, ty: &str) -> String {
     format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: tok\n  namespace: ns\n  annotations:\n    kubernetes.io/service-account.name: {sa}\ntype: {ty}\n")
 }
@@ -73,7 +103,28 @@ fn cases() -> Vec<Case> {
                     "app",
                     "ns",
                     false,
+                    &format!("{key}: nvcf-workers\n{SIMPLE_POD}"),
+                ),
+            });
+            // `nvcf-worker` itself is the MiniService account: reserved too.
+            v.push(Case {
+                what: "pod spec names the namespace's worker account",
+                rule: "NVW101",
+                severity: "error",
+                bad: workload(
+                    kind,
+                    "app",
+                    "ns",
+                    false,
                     &format!("{key}: nvcf-worker\n{SIMPLE_POD}"),
+                ),
+                context: format!("{kind}/ns/app {}.{key})", pod_spec_path(kind)),
+                good: workload(
+                    kind,
+                    "app",
+                    "ns",
+                    false,
+                    &format!("{key}: nvcf-worker2\n{SIMPLE_POD}"),
                 ),
             });
         }
@@ -159,6 +210,19 @@ fn cases() -> Vec<Case> {
     // NVW104: worker roles with rules.
     let rule = "- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n";
     for kind in ["Role", "ClusterRole"] {
+        // A Role carries the transformer's marks (else NVW109 fires too).
+        let role_with = |kind: &str, name: &str, rules: &str| {
+            let r = role_with(kind, name, rules);
+            if kind == "Role" {
+                r.replacen(
+                    "  namespace: ns\n",
+                    &format!("  namespace: ns\n{}", marks("x")),
+                    1,
+                )
+            } else {
+                r
+            }
+        };
         v.push(Case {
             what: "worker role with rules",
             rule: "NVW104",
@@ -213,6 +277,152 @@ fn cases() -> Vec<Case> {
             ),
         });
     }
+    // NVW114: minting for or impersonating a named worker account; narrowed to
+    // other accounts passes (and no longer warns).
+    for (kind, r, good) in [
+        ("Role", "- apiGroups: [\"\"]\n  resources: [serviceaccounts/token]\n  verbs: [create]\n  resourceNames: [builder, nvcf-worker-x]\n", "- apiGroups: [\"\"]\n  resources: [serviceaccounts/token]\n  verbs: [create]\n  resourceNames: [builder]\n"),
+        ("ClusterRole", "- apiGroups: [\"\"]\n  resources: [users]\n  verbs: [impersonate]\n  resourceNames: [\"system:serviceaccount:ns:nvcf-worker\"]\n", "- apiGroups: [\"\"]\n  resources: [users]\n  verbs: [impersonate]\n  resourceNames: [\"system:serviceaccount:ns:nvcf-workers\"]\n"),
+        ("Role", "- apiGroups: [\"\"]\n  resources: [serviceaccounts]\n  verbs: [impersonate]\n  resourceNames: [nvcf-worker]\n", "- apiGroups: [\"\"]\n  resources: [serviceaccounts]\n  verbs: [impersonate]\n  resourceNames: [ci-bot]\n"),
+    ] {
+        v.push(Case {
+            what: "mint or impersonate a named worker account",
+            rule: "NVW114",
+            severity: "error",
+            bad: role_with(kind, "ops", r),
+            context: format!("{kind}/{}ops rules[0])", if kind == "Role" { "ns/" } else { "" }),
+            good: role_with(kind, "ops", good),
+        });
+    }
+    // NVW108: the agent's infra annotation, on the object or its pod template.
+    let annotated = |object: &str, template: &str| {
+        format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n  namespace: ns\n  annotations:\n    {object}: \"true\"\nspec:\n  selector:\n    matchLabels: {{app: app}}\n  template:\n    metadata:\n      labels: {{app: app}}\n      annotations:\n        {template}: \"true\"\n    spec:\n      containers:\n      - name: app\n        image: x\n")
+    };
+    v.push(Case {
+        what: "infra annotation on a workload",
+        rule: "NVW108",
+        severity: "error",
+        bad: annotated("nvca.nvcf.nvidia.io/nvca-infra-object", "example.com/x"),
+        context: "Deployment/ns/app metadata.annotations.nvca.nvcf.nvidia.io/nvca-infra-object)"
+            .into(),
+        good: annotated("nvca.nvcf.nvidia.io/miniservice-name", "example.com/x"),
+    });
+    v.push(Case {
+        what: "infra annotation on a pod template",
+        rule: "NVW108",
+        severity: "error",
+        bad: annotated("example.com/x", "nvca.nvcf.nvidia.io/nvca-infra-object"),
+        context: "Deployment/ns/app spec.template.metadata.annotations.nvca.nvcf.nvidia.io/nvca-infra-object)".into(),
+        good: annotated("example.com/x", "nvca.nvcf.nvidia.io/function-id"),
+    });
+    // NVW109: identity objects with reserved names written by hand.
+    v.push(Case {
+        what: "hand-written worker ServiceAccount",
+        rule: "NVW109",
+        severity: "error",
+        bad: service_account("nvcf-worker", ""),
+        context: "ServiceAccount/ns/nvcf-worker metadata.name)".into(),
+        good: service_account("nvcf-workers", ""),
+    });
+    v.push(Case {
+        what: "hand-written worker Role",
+        rule: "NVW109",
+        severity: "error",
+        bad: rbac("Role", "nvcf-worker-x", Some("ns"), "rules: []\n"),
+        context: "Role/ns/nvcf-worker-x metadata.name)".into(),
+        good: rbac("Role", "nvcf-workerx", Some("ns"), "rules: []\n"),
+    });
+    v.push(Case {
+        what: "hand-written worker RoleBinding",
+        rule: "NVW109",
+        severity: "error",
+        bad: rbac("RoleBinding", "nvcf-worker", Some("ns"), "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: view\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: ns\n"),
+        context: "RoleBinding/ns/nvcf-worker metadata.name)".into(),
+        good: rbac("RoleBinding", "view-default", Some("ns"), "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: view\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: ns\n"),
+    });
+    v.push(Case {
+        what: "marked worker ServiceAccount that automounts",
+        rule: "NVW109",
+        severity: "error",
+        bad: service_account("nvcf-worker-x", &marks("x")).replace(
+            "automountServiceAccountToken: false",
+            "automountServiceAccountToken: true",
+        ),
+        context: "ServiceAccount/ns/nvcf-worker-x metadata.name)".into(),
+        good: service_account("nvcf-worker-x", &marks("x")),
+    });
+    // NVW110: a reserved account named outside a pod spec.
+    let helm = |sa: &str| {
+        format!("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr\n  namespace: ns\nspec:\n  chart:\n    spec: {{chart: app}}\n  values:\n    serviceAccount:\n      create: false\n      name: {sa}\n")
+    };
+    v.push(Case {
+        what: "Helm values name a worker account",
+        rule: "NVW110",
+        severity: "error",
+        bad: helm("nvcf-worker"),
+        context: "HelmRelease/ns/hr spec.values.serviceAccount.name)".into(),
+        good: helm("nvcf-workers"),
+    });
+    let eso = |sa: &str| {
+        format!("apiVersion: external-secrets.io/v1beta1\nkind: SecretStore\nmetadata:\n  name: vault\n  namespace: ns\nspec:\n  provider:\n    vault:\n      auth:\n        kubernetes:\n          serviceAccountRef:\n            name: {sa}\n            audiences: [vault]\n")
+    };
+    v.push(Case {
+        what: "External Secrets serviceAccountRef names a worker account",
+        rule: "NVW110",
+        severity: "error",
+        bad: eso("nvcf-worker-x"),
+        context: "SecretStore/ns/vault spec.provider.vault.auth.kubernetes.serviceAccountRef.name)"
+            .into(),
+        good: eso("eso-reader"),
+    });
+    // NVW111: an ICMS token projected for an ordinary account.
+    let projected = |audience: &str| {
+        pod_with(&format!("serviceAccountName: runner\nvolumes:\n- name: tok\n  projected:\n    sources:\n    - serviceAccountToken: {{audience: \"{audience}\", expirationSeconds: 900, path: token}}\n"))
+    };
+    v.push(Case {
+        what: "nvcf-icms token for a non-worker account",
+        rule: "NVW111",
+        severity: "warning",
+        bad: projected("nvcf-icms:c1"),
+        context: "Pod/ns/p spec.volumes[0])".into(),
+        good: projected("vault"),
+    });
+    // NVW112: renamed after the transformer ran.
+    let renamed_workload = |volume: &str| {
+        workload("Deployment", "prod-web", "ns", false, &format!("serviceAccountName: prod-nvcf-worker-web\nautomountServiceAccountToken: false\ncontainers:\n- name: app\n  image: x\n  env:\n  - name: NVCF_TOKEN_FILE_PATH\n    value: /var/run/secrets/tokens/token\nvolumes:\n- name: {volume}\n  emptyDir: {{}}\n"))
+    };
+    v.push(Case {
+        what: "workload carries the worker token under another account",
+        rule: "NVW112",
+        severity: "error",
+        bad: renamed_workload("nvcf-worker-token"),
+        context: "Deployment/ns/prod-web spec.template.spec.serviceAccountName)".into(),
+        good: renamed_workload("nvcf-worker-token-cache"),
+    });
+    v.push(Case {
+        what: "trio member renamed",
+        rule: "NVW112",
+        severity: "error",
+        bad: service_account("prod-nvcf-worker-web", &marks("web")),
+        context: "ServiceAccount/ns/prod-nvcf-worker-web metadata.name)".into(),
+        good: service_account("prod-nvcf-worker-web", ""),
+    });
+    // NVW113: one identity name for two workloads (an omitted namespace collides).
+    v.push(Case {
+        what: "identity name collision",
+        rule: "NVW113",
+        severity: "error",
+        bad: format!(
+            "{}---\n{}",
+            injected_trio("Deployment", "web", None),
+            injected_trio("StatefulSet", "web", Some("ns"))
+        ),
+        context: "ServiceAccount/ns/nvcf-worker-web metadata.name)".into(),
+        good: format!(
+            "{}---\n{}",
+            injected_trio("Deployment", "web", Some("other")),
+            injected_trio("StatefulSet", "web", Some("ns2"))
+        ),
+    });
     // NVW106: token Secret for a worker account.
     v.push(Case {
         what: "token Secret for a worker",
@@ -288,7 +498,8 @@ fn validate_cfgs() -> [String; 2] {
 fn every_rule_rejects_the_bad_and_passes_the_look_alike() {
     let cases = cases();
     for rule in [
-        "NVW101", "NVW102", "NVW103", "NVW104", "NVW105", "NVW106", "NVW107",
+        "NVW101", "NVW102", "NVW103", "NVW104", "NVW105", "NVW106", "NVW107", "NVW108", "NVW109",
+        "NVW110", "NVW111", "NVW112", "NVW113", "NVW114",
     ] {
         assert!(cases.iter().any(|c| c.rule == rule), "a case for {rule}");
     }

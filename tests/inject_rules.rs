@@ -197,7 +197,7 @@ fn conflicts_are_errors_and_nothing_is_written() {
     let mount = "containers:\n- name: app\n  image: x\n  volumeMounts:\n  - name: certs\n    mountPath: /var/run/secrets/tokens/\nvolumes:\n- name: certs\n  emptyDir: {}\n";
     assert_conflict(
         &workload("Deployment", "web", "ns", true, mount),
-        "volume \"certs\" is already mounted at /var/run/secrets/tokens",
+        "volume \"certs\" is mounted at \"/var/run/secrets/tokens/\", at or under /var/run/secrets/tokens",
     );
     for (var, value) in [
         ("NVCF_TOKEN_FILE_PATH", "/elsewhere"),
@@ -217,7 +217,10 @@ fn conflicts_are_errors_and_nothing_is_written() {
         workload("StatefulSet", "web", "ns", true, SIMPLE_POD),
     ]
     .join("---\n");
-    assert_conflict(&two, "derive the same identity name \"nvcf-worker-web\"");
+    assert_conflict(
+        &two,
+        "would get identity \"nvcf-worker-web\", which is already",
+    );
     // The same names in two namespaces are fine.
     let apart = [
         workload("Deployment", "web", "ns1", true, SIMPLE_POD),
