@@ -115,7 +115,7 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         if obj.kind() == "ServiceAccount" {
             if let Some(m @ Marks::Workload { .. }) = guard::marks_of(obj.node) {
                 if m.identity_name() == obj.name() {
-                    let who = obj.resource_ref().display();
+                    let who = format!("{} (by {})", m.describe(), obj.resource_ref().display());
                     names.entry(obj.name().to_string()).or_default().push((
                         obj.namespace(),
                         m,

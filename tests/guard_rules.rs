@@ -983,3 +983,97 @@ fn usage_and_unreadable_files_exit_2() {
     let out = run(&["validate", "-o", "xml", "-"], "");
     out.code(2);
 }
+
+#[test]
+fn only_the_exact_transformer_output_is_exempt() {
+    let one = inject(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
+    one.ok();
+    validate_stdin(&one.stdout).ok();
+    let rejected = |stream: &str, needle: &str| {
+        let v = validate_stdin(stream);
+        v.code(1);
+        assert!(v.stdout.contains("error NVW101"), "{v}");
+        assert!(v.stdout.contains(needle), "{needle}\n{v}");
+        for cfg in validate_cfgs() {
+            let k = krm(&resource_list(stream, &cfg));
+            k.code(1);
+            assert!(
+                results(&rl(&k))
+                    .iter()
+                    .any(|r| r["tags"]["rule"] == "NVW101"),
+                "{k}"
+            );
+        }
+    };
+    // A StatefulSet of the same name borrowing the Deployment's identity.
+    let trio = injected_trio("Deployment", "web", Some("ns"));
+    let borrowed = one
+        .stdout
+        .replacen("kind: Deployment", "kind: StatefulSet", 1);
+    rejected(
+        &borrowed,
+        "marked for apps/v1 Deployment/web, not this StatefulSet",
+    );
+    // A 136-year token, another path, or a token volume without its mount.
+    let long = one
+        .stdout
+        .replace("expirationSeconds: 900", "expirationSeconds: 4294967296");
+    assert_ne!(long, one.stdout);
+    rejected(&long, "not the contract's projected token");
+    let path = one.stdout.replace("path: token", "path: tok");
+    assert_ne!(path, one.stdout);
+    rejected(&path, "not the contract's projected token");
+    let unmounted = one.stdout.replace(
+        "          mountPath: /var/run/secrets/tokens\n",
+        "          mountPath: /data\n",
+    );
+    assert_ne!(unmounted, one.stdout);
+    rejected(&unmounted, "mounted otherwise");
+    // A pod with a hand-written trio (no marks) and the right-looking spec.
+    let unmarked = one.stdout.replace(
+        "    app.kubernetes.io/managed-by: kubectl-nvcf-worker\n",
+        "",
+    );
+    assert_ne!(unmarked, one.stdout);
+    let v = validate_stdin(&unmarked);
+    v.code(1);
+    assert!(
+        v.stdout.contains("error NVW101") && v.stdout.contains("error NVW109"),
+        "{v}"
+    );
+    // The same trio declared in another file of the run is still exact.
+    let dir = temp_tree(&[("a.yaml", &split_docs(&one.stdout)[0]), ("b.yaml", &trio)]);
+    run(&["validate", &path_str(dir.path())], "").ok();
+}
+
+#[test]
+fn a_long_names_hashed_identity_cannot_be_taken_by_a_short_name() {
+    let long = "a".repeat(250);
+    let hashed = {
+        let out = inject(&workload("Deployment", &long, "ns", true, SIMPLE_POD), &[]);
+        out.ok();
+        objects(&out.stdout)
+            .iter()
+            .find(|o| o["kind"] == "ServiceAccount")
+            .unwrap()["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let short = hashed.strip_prefix("nvcf-worker-").unwrap();
+    let stream = [
+        workload("Deployment", &long, "ns", true, SIMPLE_POD),
+        workload("Job", short, "ns", true, SIMPLE_POD),
+    ]
+    .join("---\n");
+    let out = inject(&stream, &[]);
+    out.code(1);
+    assert!(out.stdout.is_empty());
+    assert!(out.stderr.contains("error NVW113"), "{out}");
+    // Each injected on its own, then validated together: the trios collide.
+    let a = inject(&workload("Deployment", &long, "ns", true, SIMPLE_POD), &[]);
+    let b = inject(&workload("Job", short, "ns", true, SIMPLE_POD), &[]);
+    let v = validate_stdin(&format!("{}---\n{}", a.stdout, b.stdout));
+    v.code(1);
+    assert!(v.stdout.contains("error NVW113"), "{v}");
+}

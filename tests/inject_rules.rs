@@ -993,3 +993,171 @@ fn templates_with_a_mapping_as_key_are_refused() {
     v.code(1);
     assert!(v.stdout.starts_with("<stdin>:6: error NVW001: "), "{v}");
 }
+
+#[test]
+fn conflicts_are_resolved_as_kubernetes_resolves_them() {
+    // Kubernetes takes the last of duplicate env names: a right-looking first entry
+    // cannot hide a second.
+    let dup = "containers:\n- name: app\n  image: x\n  env:\n  - name: NVCF_IDENTITY_SOURCE\n    value: psat\n  - name: NVCF_IDENTITY_SOURCE\n    value: spire\n";
+    assert_conflict(
+        &workload("Deployment", "web", "ns", true, dup),
+        "env NVCF_IDENTITY_SOURCE is set 2 times",
+    );
+    // A fake token file by subPath, a mount under the token directory, and paths
+    // that normalise to it.
+    for (path, sub) in [
+        ("/var/run/secrets/tokens/token", "\n    subPath: token"),
+        ("/var/run/secrets/tokens/extra", ""),
+        ("/var/run/secrets//tokens", ""),
+        ("/var/run/secrets/./tokens/", ""),
+        ("/var/run/secrets/x/../tokens", ""),
+    ] {
+        let spec = format!("containers:\n- name: app\n  image: x\n  volumeMounts:\n  - name: fake\n    mountPath: {path}{sub}\nvolumes:\n- name: fake\n  configMap: {{name: fake}}\n");
+        assert_conflict(
+            &workload("Deployment", "web", "ns", true, &spec),
+            &format!("volume \"fake\" is mounted at {path:?}, at or under /var/run/secrets/tokens"),
+        );
+    }
+    // Look-alikes pass: another env name, a mount beside the directory.
+    let fine = "containers:\n- name: app\n  image: x\n  env:\n  - name: NVCF_IDENTITY_SOURCES\n    value: x\n  - name: NVCF_IDENTITY_SOURCES\n    value: y\n  volumeMounts:\n  - name: other\n    mountPath: /var/run/secrets/tokens2\nvolumes:\n- name: other\n  emptyDir: {}\n";
+    let out = inject(&workload("Deployment", "web", "ns", true, fine), &[]);
+    out.ok();
+    assert_contract(&objects(&out.stdout), "Deployment", "web", "ns", &["app"]);
+    // A Deployment without a namespace and a StatefulSet in `default`: the apply
+    // may put both in one namespace.
+    let omitted =
+        workload("Deployment", "web", "", true, SIMPLE_POD).replace("  namespace: \n", "");
+    assert!(!omitted.contains("namespace"), "{omitted}");
+    let two = format!(
+        "{omitted}---\n{}",
+        workload("StatefulSet", "web", "default", true, SIMPLE_POD)
+    );
+    assert_conflict(&two, "would get identity \"nvcf-worker-web\"");
+    // An existing trio marked for another workload is not reused.
+    let trio = inject(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
+    trio.ok();
+    let trio_only: Vec<String> = split_docs(&trio.stdout)
+        .into_iter()
+        .filter(|d| !d.contains("kind: Deployment"))
+        .collect();
+    let stream = format!(
+        "{}---\n{}",
+        workload("StatefulSet", "web", "ns", true, SIMPLE_POD),
+        trio_only.join("---\n")
+    );
+    assert_conflict(
+        &stream,
+        "which is already Deployment/web (by ServiceAccount/ns/nvcf-worker-web)'s",
+    );
+}
+
+#[test]
+fn the_guard_runs_before_every_inject_whatever_the_token_source() {
+    let thief = workload(
+        "Pod",
+        "thief",
+        "ns",
+        false,
+        &format!("serviceAccountName: nvcf-worker\n{SIMPLE_POD}"),
+    );
+    let stream = format!(
+        "{}---\n{thief}",
+        workload("Deployment", "web", "ns", true, SIMPLE_POD)
+    );
+    for cfg in [
+        typed_config("clusterID: c1\ntokenSource: spire\n"),
+        configmap_config(&[("clusterID", "c1"), ("tokenSource", "spire")]),
+    ] {
+        let k = krm(&resource_list(&stream, &cfg));
+        k.code(1);
+        assert!(
+            results(&rl(&k))
+                .iter()
+                .any(|r| r["tags"]["rule"] == "NVW101"),
+            "{k}"
+        );
+        // Without the forgery: nothing injected, exit 0.
+        let k = krm(&resource_list(
+            &workload("Deployment", "web", "ns", true, SIMPLE_POD),
+            &cfg,
+        ));
+        k.ok();
+    }
+}
+
+#[test]
+fn per_namespace_naming_gives_one_nvcf_worker_per_namespace() {
+    let stream = [
+        workload("Deployment", "web", "a", true, SIMPLE_POD),
+        workload("StatefulSet", "db", "a", true, SIMPLE_POD),
+        workload("Job", "batch", "b", true, SIMPLE_POD),
+    ]
+    .join("---\n");
+    for cfg in [
+        typed_config("clusterID: c1\nnaming: per-namespace\n"),
+        configmap_config(&[("clusterID", "c1"), ("naming", "per-namespace")]),
+    ] {
+        let k = krm(&resource_list(&stream, &cfg));
+        k.ok();
+        let objs = items(&rl(&k));
+        let sas: Vec<(String, String)> = objs
+            .iter()
+            .filter(|o| o["kind"] == "ServiceAccount")
+            .map(|o| {
+                (
+                    o["metadata"]["namespace"].as_str().unwrap().to_string(),
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sas,
+            [
+                ("a".to_string(), "nvcf-worker".to_string()),
+                ("b".into(), "nvcf-worker".into())
+            ]
+        );
+        for o in &objs {
+            if o["kind"] == "ServiceAccount" {
+                assert_eq!(o["automountServiceAccountToken"], false);
+                assert_eq!(
+                    o["metadata"]["annotations"]["nvcf.io/identity-scope"],
+                    "namespace"
+                );
+            }
+            let text = o.to_string();
+            assert!(
+                !text.contains("nvca-infra-object"),
+                "never the agent's annotation: {text}"
+            );
+            if let Some(spec) = ["Deployment", "StatefulSet", "Job"]
+                .contains(&o["kind"].as_str().unwrap())
+                .then(|| at(o, "spec.template.spec"))
+            {
+                assert_eq!(spec["serviceAccountName"], "nvcf-worker");
+                assert_eq!(spec["automountServiceAccountToken"], false);
+            }
+        }
+        // Its output validates clean and injects again unchanged.
+        let yaml: String = objs
+            .iter()
+            .map(|o| serde_json::to_string(o).unwrap())
+            .collect::<Vec<_>>()
+            .join("\n---\n");
+        validate_stdin(&yaml).ok();
+        let again = krm(&resource_list(&yaml, &cfg));
+        again.ok();
+        assert_eq!(items(&rl(&again)), objs);
+    }
+    // Per-workload (the default) never writes the agent's annotation either, and
+    // its ServiceAccount does not automount.
+    let out = inject(&stream, &[]);
+    out.ok();
+    assert!(!out.stdout.contains("nvca-infra-object"));
+    for o in objects(&out.stdout)
+        .iter()
+        .filter(|o| o["kind"] == "ServiceAccount")
+    {
+        assert_eq!(o["automountServiceAccountToken"], false);
+    }
+}
