@@ -247,3 +247,114 @@ fn validator_passes_clean_and_injected_and_fails_forged() {
         "{err}"
     );
 }
+
+/// The transformer in a base and `namePrefix` in an overlay: kustomize renames the
+/// identity and the account, the trio still names `Deployment/web`. ICMS would not
+/// accept the pod; validate and the validator say so and how to fix it. The
+/// transformer in the overlay that sets the final names passes.
+#[test]
+fn renamed_by_a_later_kustomization_is_an_error_with_the_fix() {
+    let s = Sandbox::new();
+    let base = app("resources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\n");
+    s.dir("base", &files(&base));
+    let overlay = s.dir(
+        "overlay",
+        &[(
+            "kustomization.yaml",
+            "resources: [../base]\nnamePrefix: prod-\n",
+        )],
+    );
+    let objects = s.objects(&overlay);
+    let pod = &get(&objects, "Deployment/prod-web")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["serviceAccountName"].as_str(),
+        Some("prod-nvcf-worker-web")
+    );
+    let sa = get(&objects, "ServiceAccount/prod-nvcf-worker-web");
+    assert_eq!(
+        sa["metadata"]["annotations"]["nvcf.io/workload"].as_str(),
+        Some("Deployment/web")
+    );
+    // validate on the build.
+    let built = s.build(&overlay);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("built.yaml");
+    std::fs::write(&file, &built.stdout).unwrap();
+    let v = Command::new(BIN)
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(v.status.code(), Some(1), "{v:?}");
+    let report = String::from_utf8_lossy(&v.stdout);
+    let renamed: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains("error NVW112"))
+        .collect();
+    assert_eq!(
+        renamed.len(),
+        4,
+        "the workload and the three trio objects\n{report}"
+    );
+    assert!(
+        report.contains("Deployment/prod-web spec.template.spec.serviceAccountName"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "is marked as the identity of Deployment/web, which is named \"nvcf-worker-web\""
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("run the transformer in the overlay that sets the final names"),
+        "{report}"
+    );
+    // The guard as the overlay's validator refuses the build.
+    let guarded = s.dir(
+        "guarded",
+        &[
+            (
+                "kustomization.yaml",
+                "resources: [../base]\nnamePrefix: prod-\nvalidators: [guard.yaml]\n",
+            ),
+            ("guard.yaml", GUARD),
+        ],
+    );
+    let out = s.build(&guarded);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NVW112"),
+        "{out:?}"
+    );
+    // The right layout: the base without the transformer, the overlay renames and
+    // then injects (kustomize runs namePrefix before `transformers:`).
+    let plain = app("resources: [deploy.yaml, service.yaml]\n");
+    s.dir("plain", &files(&plain));
+    let right = s.dir(
+        "right",
+        &[
+            (
+                "kustomization.yaml",
+                "resources: [../plain]\nnamePrefix: prod-\ntransformers: [worker.yaml]\nvalidators: [guard.yaml]\n",
+            ),
+            ("worker.yaml", WORKER),
+            ("guard.yaml", GUARD),
+        ],
+    );
+    let objects = s.objects(&right);
+    let pod = &get(&objects, "Deployment/prod-web")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["serviceAccountName"].as_str(),
+        Some("nvcf-worker-prod-web")
+    );
+    get(&objects, "ServiceAccount/nvcf-worker-prod-web");
+    let built = s.build(&right);
+    std::fs::write(&file, &built.stdout).unwrap();
+    let v = Command::new(BIN)
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{v:?}");
+}
