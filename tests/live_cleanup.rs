@@ -251,8 +251,9 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
     c.server.clear_requests();
     ok(&c.run(&["cleanup", "--yes", "--chunk-size", "4"]));
     let requests = c.server.requests();
-    // 10 objects per trio kind → 3 pages each; 3 pods → 1 page.
-    let pages = 3 * 3 + 1;
+    // 10 objects per trio kind → 3 pages each; 3 pods → 1 page; one (empty) page
+    // per built-in workload kind, whose pod templates may use an identity.
+    let pages = 3 * 3 + 1 + 7;
     assert_eq!(list_requests(&requests), pages);
     assert_eq!(c.deletes().len(), 3 * 7);
     assert_eq!(
@@ -264,10 +265,12 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
             .map(|r| (&r.method, &r.path))
             .collect::<Vec<_>>()
     );
-    // The trio lists asked for metadata only.
+    // The trio lists asked for metadata only (pods and workloads in full: their
+    // accounts are in the spec).
+    let trio_kinds = ["/serviceaccounts", "/roles", "/rolebindings"];
     for r in requests
         .iter()
-        .filter(|r| r.method == "GET" && !r.path.ends_with("/pods"))
+        .filter(|r| r.method == "GET" && trio_kinds.iter().any(|k| r.path.ends_with(k)))
     {
         assert!(
             r.accept
@@ -400,7 +403,8 @@ fn all_namespaces_lists_each_kind_once_across_the_cluster() {
         .filter(|r| r.method == "GET")
         .map(|r| r.path)
         .collect();
-    assert_eq!(lists.len(), 4, "{lists:?}");
+    // The trio, pods, and the seven built-in workload kinds.
+    assert_eq!(lists.len(), 4 + 7, "{lists:?}");
     assert!(
         lists.iter().all(|p| !p.contains("/namespaces/")),
         "{lists:?}"

@@ -21,6 +21,7 @@ fn prints_worker_auth_from_the_pod_and_its_service_account() {
         auth,
         json!({
             "sub": "system:serviceaccount:team-a:nvcf-worker-runner",
+            "namespace": "team-a",
             "saUid": sa["metadata"]["uid"],
             "workerIdentifiers": [{"name": "runner", "uid": pod["metadata"]["uid"]}],
         })
@@ -37,7 +38,7 @@ fn a_pod_without_a_worker_account_is_a_clear_error() {
     let out = c.run(&["describe", "plain"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("pod team-a/plain has no worker identity: it runs as ServiceAccount \"default\", not nvcf-worker-*"),
+        stderr(&out).contains("pod team-a/plain has no worker identity: it runs as ServiceAccount \"default\", not nvcf-worker or nvcf-worker-*"),
         "{}",
         stderr(&out)
     );

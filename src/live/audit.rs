@@ -2,11 +2,16 @@
 //! on running pods that carry a worker identity (token audience and lifetime,
 //! automount, the two env vars).
 //!
-//! Pods, ReplicaSets and Jobs with a controller are left to the guard's view of
-//! their controller: their names are generated, so the guard's derived-name rule
-//! only holds for the workload that declared the identity. The pod checks still
-//! run on every pod.
+//! A pod (or ReplicaSet, Job) running as a reserved account is exempt from NVW101
+//! only when the account is its own agent identity (`nvcf-worker-<pod>`), when it
+//! is the agent's MiniService worker (`nvcf-worker`, annotated by the agent, the
+//! account the agent's), or when its controller chain, verified by UIDs against
+//! objects that exist, leads to the workload the manifest-declared identity names
+//! (that workload's template is then checked by the guard). Objects with a
+//! controller and an ordinary account are left to their controller's template.
+//! The pod checks still run on every pod.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use serde_json::Value;
@@ -15,7 +20,7 @@ use super::client::{self, Kube, Resource, Scope};
 use crate::commands::ReportFormat;
 use crate::error::{Error, Result};
 use crate::guard;
-use crate::identity::{self, PREFIX};
+use crate::identity::{self, Marks};
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
 use crate::report::{Finding, Location, ResourceRef, Severity};
@@ -26,8 +31,9 @@ pub const AUTOMOUNT: &str = "NVW203";
 pub const WORKER_ENV: &str = "NVW204";
 
 /// What audit reads, in report order.
-const AUDITED: [Resource; 12] = [
+const AUDITED: [Resource; 13] = [
     client::PODS,
+    client::REPLICATION_CONTROLLERS,
     client::DEPLOYMENTS,
     client::STATEFUL_SETS,
     client::DAEMON_SETS,
@@ -43,13 +49,146 @@ const AUDITED: [Resource; 12] = [
 
 const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
 
-fn has_controller(item: &Value) -> bool {
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn controller_ref(item: &Value) -> Option<&Value> {
     item.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|refs| {
-            refs.iter()
-                .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-        })
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+}
+
+/// The account a pod, or a workload's pod template, runs as.
+pub fn account_of(item: &Value) -> &str {
+    let Some(path) = crate::workload::pod_spec_path(text(item, "/apiVersion"), text(item, "/kind"))
+    else {
+        return "";
+    };
+    let Some(spec) = path.iter().try_fold(item, |v, k| v.get(k)) else {
+        return "";
+    };
+    match spec.get("serviceAccountName").and_then(Value::as_str) {
+        Some(a) if !a.is_empty() => a,
+        _ => spec
+            .get("serviceAccount")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    }
+}
+
+/// Listed objects by (namespace, kind, name), to walk controller chains.
+#[derive(Default)]
+pub struct Listed<'a> {
+    objects: HashMap<(&'a str, &'a str, &'a str), &'a Value>,
+}
+
+impl<'a> Listed<'a> {
+    pub fn add(&mut self, item: &'a Value) {
+        self.objects.insert(
+            (
+                text(item, "/metadata/namespace"),
+                text(item, "/kind"),
+                text(item, "/metadata/name"),
+            ),
+            item,
+        );
+    }
+
+    fn get(&self, ns: &str, kind: &str, name: &str) -> Option<&'a Value> {
+        self.objects.get(&(ns, kind, name)).copied()
+    }
+
+    /// The top of `item`'s controller chain, each link checked against an object
+    /// that exists with the referenced apiVersion, kind, name and UID. None when
+    /// the item has no controller or a link does not verify.
+    pub fn verified_top(&self, item: &'a Value) -> Option<&'a Value> {
+        let ns = text(item, "/metadata/namespace");
+        let mut current = item;
+        // Pod -> ReplicaSet -> Deployment is the longest built-in chain.
+        for _ in 0..4 {
+            let Some(r) = controller_ref(current) else {
+                return (!std::ptr::eq(current, item)).then_some(current);
+            };
+            let next = self.get(ns, text(r, "/kind"), text(r, "/name"))?;
+            let uid = text(r, "/uid");
+            if uid.is_empty()
+                || text(next, "/metadata/uid") != uid
+                || text(next, "/apiVersion") != text(r, "/apiVersion")
+            {
+                return None;
+            }
+            current = next;
+        }
+        None
+    }
+}
+
+/// Whether NVW101 does not apply to a listed pod, ReplicaSet or Job that runs as
+/// the reserved `account`, and why.
+pub fn exemption(item: &Value, account: &str, listed: &Listed) -> Option<String> {
+    let ns = text(item, "/metadata/namespace");
+    let name = text(item, "/metadata/name");
+    let kind = text(item, "/kind");
+    if kind == "Pod" && account == format!("{}{name}", identity::PREFIX) {
+        return Some("the agent's identity for this pod".into());
+    }
+    let sa = listed.get(ns, "ServiceAccount", account)?;
+    let sa_text = |group: &'static str| {
+        move |key: &str| {
+            sa.pointer(&format!("/metadata/{group}"))
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        }
+    };
+    let miniservice = sa_text("labels")(identity::MINISERVICE_LABEL);
+    if kind == "Pod"
+        && account == identity::WORKER_NAME
+        && miniservice.is_some()
+        && sa_text("annotations")(identity::INFRA_ANNOTATION).is_some_and(|v| !v.is_empty())
+        && !text(
+            item,
+            &format!(
+                "/metadata/annotations/{}",
+                identity::INFRA_ANNOTATION.replace('/', "~1")
+            ),
+        )
+        .is_empty()
+        && item
+            .pointer(&format!(
+                "/metadata/labels/{}",
+                identity::MINISERVICE_LABEL.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            == miniservice.as_deref()
+    {
+        return Some("the agent's MiniService worker".into());
+    }
+    let top = listed.verified_top(item)?;
+    crate::workload::pod_spec_path(text(top, "/apiVersion"), text(top, "/kind"))?;
+    if account_of(top) != account {
+        return None;
+    }
+    match Marks::read(sa_text("labels"), sa_text("annotations"))? {
+        Marks::Workload {
+            api_version,
+            kind,
+            name,
+        } if api_version == text(top, "/apiVersion")
+            && kind == text(top, "/kind")
+            && name == text(top, "/metadata/name") =>
+        {
+            Some(format!("controlled by {kind}/{name}, whose identity it is"))
+        }
+        Marks::Namespace if account == identity::WORKER_NAME => Some(format!(
+            "controlled by {}/{}, which runs as its namespace's identity",
+            text(top, "/kind"),
+            text(top, "/metadata/name")
+        )),
+        _ => None,
+    }
 }
 
 fn resource_ref(item: &Value) -> ResourceRef {
@@ -77,7 +216,7 @@ pub fn check_pod(
         .or_else(|| spec.get("serviceAccount"))
         .and_then(Value::as_str)
         .unwrap_or("");
-    if !account.starts_with(PREFIX) {
+    if !identity::is_reserved(account) {
         return Vec::new();
     }
     let at = resource_ref(pod);
@@ -203,7 +342,7 @@ pub async fn run(
     format: ReportFormat,
     stdout: &mut dyn Write,
 ) -> Result<()> {
-    let mut lists =
+    let lists =
         futures::future::try_join_all(AUDITED.iter().map(|r| kube.list(r, scope, false, None)))
             .await?;
     let secrets = kube
@@ -237,15 +376,25 @@ pub async fn run(
         findings.extend(check_pod(pod, cluster_id, automount));
     }
 
+    let mut listed = Listed::default();
+    for item in lists.iter().flatten() {
+        listed.add(item);
+    }
     let mut objects = 0;
     let mut docs = Vec::new();
-    for (resource, items) in AUDITED.iter().zip(lists.iter_mut()) {
-        for item in items.drain(..) {
+    for (resource, items) in AUDITED.iter().zip(lists.iter()) {
+        for item in items {
             objects += 1;
-            let generated =
-                matches!(resource.kind, "Pod" | "ReplicaSet" | "Job") && has_controller(&item);
-            if !generated {
-                docs.push(Document::new(from_json(&item)));
+            let account = account_of(item);
+            let skip = if identity::is_reserved(account) {
+                exemption(item, account, &listed).is_some()
+            } else {
+                // An ordinary account under a controller: its template is checked there.
+                matches!(resource.kind, "Pod" | "ReplicaSet" | "Job")
+                    && controller_ref(item).is_some()
+            };
+            if !skip {
+                docs.push(Document::new(from_json(item)));
             }
         }
     }
@@ -268,6 +417,7 @@ pub async fn run(
     findings.extend(
         guard_findings
             .into_iter()
+            .filter(|f| !f.rule.is_some_and(|r| guard::MANIFEST_ONLY.contains(&r)))
             .map(|f| f.at(Location::default())),
     );
 

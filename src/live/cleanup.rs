@@ -10,7 +10,7 @@ use futures::stream::{self, StreamExt};
 use super::client::{DeleteOutcome, Kube};
 use super::inventory::{Identity, Member, Owners, State, StateOptions};
 use crate::error::{Error, Result};
-use crate::identity::PREFIX;
+use crate::identity::is_reserved;
 
 /// Deletes of different identities in flight at once; each identity's own three
 /// deletes stay in order.
@@ -30,6 +30,17 @@ pub struct PlannedIdentity {
     pub name: String,
     pub state: State,
     pub deletions: Vec<Deletion>,
+    /// Why it may go.
+    pub reason: String,
+}
+
+/// An identity left alone, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptIdentity {
+    pub namespace: String,
+    pub name: String,
+    pub state: State,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -37,6 +48,8 @@ pub struct Plan {
     pub delete: Vec<PlannedIdentity>,
     /// Identities left alone, counted by state (active, young).
     pub kept: BTreeMap<State, usize>,
+    /// The same identities, each with its reason.
+    pub keep: Vec<KeptIdentity>,
 }
 
 impl Plan {
@@ -45,20 +58,27 @@ impl Plan {
     }
 }
 
-/// Decides what cleanup deletes: orphaned and partial identities old enough, and
-/// only objects named `nvcf-worker-*`.
+/// Decides what cleanup deletes: orphaned and partial identities old enough that
+/// no pod and no workload's pod template runs as, and only objects with reserved
+/// names (`nvcf-worker`, `nvcf-worker-*`).
 pub fn plan(identities: &[Identity], owners: &Owners, now: i64, options: &StateOptions) -> Plan {
     let mut out = Plan::default();
     for id in identities {
-        let state = id.state(owners, now, options);
-        if !state.is_removable() || !id.name.starts_with(PREFIX) {
+        let (state, reason) = id.assess(owners, now, options);
+        if !state.is_removable() || !is_reserved(&id.name) {
             *out.kept.entry(state).or_default() += 1;
+            out.keep.push(KeptIdentity {
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+                state,
+                reason,
+            });
             continue;
         }
         let deletions = Member::DELETE_ORDER
             .into_iter()
             .filter_map(|m| id.member(m))
-            .filter(|o| o.name.starts_with(PREFIX))
+            .filter(|o| is_reserved(&o.name))
             .map(|o| Deletion {
                 member: o.member,
                 uid: o.uid.clone(),
@@ -69,6 +89,7 @@ pub fn plan(identities: &[Identity], owners: &Owners, now: i64, options: &StateO
             name: id.name.clone(),
             state,
             deletions,
+            reason,
         });
     }
     out
@@ -128,7 +149,7 @@ async fn delete_identity(kube: &Kube, target: &PlannedIdentity, dry_run: bool) -
     let mut objects = 0;
     for d in &target.deletions {
         // The plan only holds worker names; this guards the executor on its own.
-        if !target.name.starts_with(PREFIX) {
+        if !is_reserved(&target.name) {
             return Ok(Outcome::Skipped {
                 reason: format!("{} is not a worker identity name", target.name),
                 objects,
@@ -261,7 +282,7 @@ mod tests {
         objs.push(object(Member::Role, "n", "nvcf-workerx", 3600));
         let p = plan_of(objs, &Owners::default());
         assert_eq!(p.delete.len(), 1);
-        assert!(p.delete.iter().all(|d| d.name.starts_with(PREFIX)));
+        assert!(p.delete.iter().all(|d| is_reserved(&d.name)));
     }
 
     #[test]

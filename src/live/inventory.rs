@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::client::{self, Resource};
 use crate::identity::{
-    ORIGIN_LABEL, ORIGIN_MANIFEST, PREFIX, WORKLOAD_ANNOTATION, WORKLOAD_API_VERSION_ANNOTATION,
+    is_reserved, MINISERVICE_LABEL, ORIGIN_LABEL, ORIGIN_MANIFEST, PREFIX, SCOPE_ANNOTATION,
+    SCOPE_NAMESPACE, WORKER_NAME, WORKLOAD_ANNOTATION, WORKLOAD_API_VERSION_ANNOTATION,
 };
 
 /// The three objects of an identity, in the order cleanup deletes them (the reverse
@@ -73,13 +74,13 @@ pub fn parse_time(text: &str) -> Option<i64> {
 
 impl ListedObject {
     /// A worker trio member from a list item (with `kind` set); None for anything
-    /// else, so names outside `nvcf-worker-*` never enter the inventory.
+    /// else, so names that are not reserved never enter the inventory.
     pub fn from_item(item: &Value) -> Option<ListedObject> {
         let member = Member::of_kind(item.get("kind")?.as_str()?)?;
         let meta = item.get("metadata")?;
         let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
         let name = text("name")?;
-        if !name.starts_with(PREFIX) {
+        if !is_reserved(&name) {
             return None;
         }
         Some(ListedObject {
@@ -108,6 +109,10 @@ pub enum Origin {
     /// Labelled as manifest-declared but without a readable workload annotation:
     /// its owner cannot be known, so it is never treated as orphaned.
     ManifestUnknownOwner,
+    /// `nvcf-worker`, the one identity of a namespace: the agent's for a
+    /// MiniService (`miniservice` names it), or declared with `naming: per-namespace`.
+    /// Whatever runs as it is its owner.
+    Namespace { miniservice: Option<String> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,12 +162,15 @@ impl State {
 pub struct Owners {
     /// (namespace, pod) → phase.
     pub pods: HashMap<(String, String), String>,
-    /// (namespace, serviceAccountName) → phases of the pods running as it.
-    pub pods_by_account: HashMap<(String, String), Vec<String>>,
+    /// (namespace, serviceAccountName) → (pod, phase) of the pods running as it.
+    pub pods_by_account: HashMap<(String, String), Vec<(String, String)>>,
     /// (namespace, apiVersion, kind, name) of existing workloads.
     pub workloads: HashSet<(String, String, String, String)>,
     /// Workload types that were listed; others are `OwnerStatus::Unknown`.
     pub listed_kinds: HashSet<(String, String)>,
+    /// (namespace, account) -> `Kind/name` of the workloads whose pod template
+    /// names it: an identity in use between runs, with no pod.
+    pub templates_by_account: HashMap<(String, String), Vec<String>>,
 }
 
 fn is_terminated(phase: &str) -> bool {
@@ -186,13 +194,30 @@ impl Owners {
             self.pods_by_account
                 .entry((ns.to_string(), account.to_string()))
                 .or_default()
-                .push(phase.clone());
+                .push((name.to_string(), phase.clone()));
         }
         self.pods.insert((ns.to_string(), name.to_string()), phase);
     }
 
     pub fn add_workload(&mut self, item: &Value) {
         let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
+        if let Some(path) = crate::workload::pod_spec_path(text("/apiVersion"), text("/kind")) {
+            let spec = path.iter().try_fold(item, |v, k| v.get(k));
+            let account = spec
+                .and_then(|s| {
+                    s.get("serviceAccountName")
+                        .and_then(Value::as_str)
+                        .filter(|a| !a.is_empty())
+                        .or_else(|| s.get("serviceAccount").and_then(Value::as_str))
+                })
+                .unwrap_or("");
+            if !account.is_empty() {
+                self.templates_by_account
+                    .entry((text("/metadata/namespace").into(), account.into()))
+                    .or_default()
+                    .push(format!("{}/{}", text("/kind"), text("/metadata/name")));
+            }
+        }
         self.workloads.insert((
             text("/metadata/namespace").to_string(),
             text("/apiVersion").to_string(),
@@ -201,16 +226,26 @@ impl Owners {
         ));
     }
 
-    /// Whether some pod still runs as `account` (counting terminated pods only
-    /// when they are not to be treated as gone).
-    fn account_in_use(&self, ns: &str, account: &str, include_terminated: bool) -> bool {
-        self.pods_by_account
-            .get(&(ns.to_string(), account.to_string()))
-            .is_some_and(|phases| {
-                phases
-                    .iter()
-                    .any(|p| !(include_terminated && is_terminated(p)))
-            })
+    /// What still runs as `account`, whatever the identity's labels say: a pod
+    /// (terminated ones only when they are not to be treated as gone) or the pod
+    /// template of a listed workload.
+    pub fn account_use(&self, ns: &str, account: &str, include_terminated: bool) -> Option<String> {
+        let key = (ns.to_string(), account.to_string());
+        let pods = self
+            .pods_by_account
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter(|(_, p)| !(include_terminated && is_terminated(p)))
+            .map(|(name, phase)| format!("pod {name} ({phase})"));
+        let templates = self
+            .templates_by_account
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .map(|w| format!("{w}'s pod template"));
+        let users: Vec<String> = pods.chain(templates).collect();
+        (!users.is_empty()).then(|| format!("in use: {} runs as it", users.join(", ")))
     }
 }
 
@@ -244,9 +279,22 @@ impl Identity {
         let manifest = self.first_with(|o| {
             (o.labels.get(ORIGIN_LABEL).map(String::as_str) == Some(ORIGIN_MANIFEST)).then_some(())
         });
+        let per_namespace = self.first_with(|o| {
+            (o.annotations.get(SCOPE_ANNOTATION).map(String::as_str) == Some(SCOPE_NAMESPACE))
+                .then_some(())
+        });
+        if self.name == WORKER_NAME && (manifest.is_none() || per_namespace.is_some()) {
+            return Origin::Namespace {
+                miniservice: self.first_with(|o| o.labels.get(MINISERVICE_LABEL).cloned()),
+            };
+        }
         if manifest.is_none() {
             return Origin::Pod {
-                pod: self.name[PREFIX.len()..].to_string(),
+                pod: self
+                    .name
+                    .strip_prefix(PREFIX)
+                    .unwrap_or(&self.name)
+                    .to_string(),
             };
         }
         let workload = self.first_with(|o| o.annotations.get(WORKLOAD_ANNOTATION).cloned());
@@ -307,11 +355,21 @@ impl Identity {
                 }
             }
             Origin::ManifestUnknownOwner => OwnerStatus::Unknown,
+            // The agent reconciles its own; a declared one lives by its users only.
+            Origin::Namespace { miniservice } => match miniservice {
+                Some(_) => OwnerStatus::Unknown,
+                None => OwnerStatus::Gone,
+            },
         }
     }
 
     /// The state, given the owners that exist and the clock.
     pub fn state(&self, owners: &Owners, now: i64, options: &StateOptions) -> State {
+        self.assess(owners, now, options).0
+    }
+
+    /// The state and why: what keeps the identity, or why it may go.
+    pub fn assess(&self, owners: &Owners, now: i64, options: &StateOptions) -> (State, String) {
         let min_age = options.min_age.as_secs() as i64;
         // An object without a timestamp is treated as new: never guess it is old.
         let young = self.members.values().any(|o| match o.created {
@@ -319,22 +377,54 @@ impl Identity {
             None => true,
         });
         if young {
-            return State::Young;
+            return (
+                State::Young,
+                "an object is younger than --min-age (maybe still being provisioned)".into(),
+            );
         }
-        let owner_alive = match self.owner_status(owners) {
-            OwnerStatus::Pod { phase } => !(options.include_terminated && is_terminated(&phase)),
-            OwnerStatus::Exists | OwnerStatus::Unknown => true,
-            OwnerStatus::Gone => false,
-        };
-        // A pod still running as the account keeps it, whoever its owner is.
-        if owner_alive
-            || owners.account_in_use(&self.namespace, &self.name, options.include_terminated)
+        // Whatever runs as the account keeps it, whoever its owner is.
+        if let Some(why) =
+            owners.account_use(&self.namespace, &self.name, options.include_terminated)
         {
-            State::Active
-        } else if self.is_complete() {
-            State::Orphaned
-        } else {
-            State::Partial
+            return (State::Active, why);
+        }
+        let owner = self.origin();
+        let kept = match (self.owner_status(owners), &owner) {
+            (OwnerStatus::Pod { phase }, Origin::Pod { pod })
+                if !(options.include_terminated && is_terminated(&phase)) =>
+            {
+                Some(format!("its pod {pod} exists ({phase})"))
+            }
+            (OwnerStatus::Pod { phase }, Origin::Manifest { name, .. })
+                if !(options.include_terminated && is_terminated(&phase)) =>
+            {
+                Some(format!("its pod {name} exists ({phase})"))
+            }
+            (OwnerStatus::Exists, Origin::Manifest { kind, name, .. }) => {
+                Some(format!("its workload {kind}/{name} exists"))
+            }
+            (
+                OwnerStatus::Unknown,
+                Origin::Namespace {
+                    miniservice: Some(m),
+                },
+            ) => Some(format!("the agent reconciles it for MiniService {m}")),
+            (OwnerStatus::Unknown, Origin::Manifest { kind, .. }) => Some(format!(
+                "its owner's kind {kind} is not listed: never guessed gone"
+            )),
+            (OwnerStatus::Unknown, _) => Some("its owner cannot be known".into()),
+            _ => None,
+        };
+        match kept {
+            Some(why) => (State::Active, why),
+            None if self.is_complete() => (
+                State::Orphaned,
+                "nothing runs as it and its owner is gone".into(),
+            ),
+            None => (
+                State::Partial,
+                "nothing runs as it, its owner is gone and part of it is missing".into(),
+            ),
         }
     }
 }
@@ -351,7 +441,7 @@ pub struct StateOptions {
 pub fn identities(objects: impl IntoIterator<Item = ListedObject>) -> Vec<Identity> {
     let mut by_key: BTreeMap<(String, String), Identity> = BTreeMap::new();
     for o in objects {
-        if !o.name.starts_with(PREFIX) {
+        if !is_reserved(&o.name) {
             continue;
         }
         let id = by_key

@@ -59,7 +59,9 @@ pub struct Members {
 pub struct Row {
     pub namespace: String,
     pub name: String,
-    /// `pod` (provisioned by the agent) or `manifest` (declared with inject).
+    /// `pod` (provisioned by the agent per pod), `manifest` (declared with inject)
+    /// or `namespace` (`nvcf-worker`, the agent's MiniService identity or declared
+    /// with `naming: per-namespace`).
     pub origin: &'static str,
     pub owner: OwnerRef,
     pub members: Members,
@@ -91,6 +93,13 @@ pub fn rows(inventory: &Inventory, now: i64, options: &StateOptions) -> Vec<Row>
                 Origin::ManifestUnknownOwner => {
                     ("manifest", String::new(), String::new(), String::new())
                 }
+                // The namespace's one identity: its owner is the namespace.
+                Origin::Namespace { .. } => (
+                    "namespace",
+                    "v1".into(),
+                    "Namespace".into(),
+                    id.namespace.clone(),
+                ),
             };
             let member = |m: Member| {
                 id.member(m).map(|o| MemberRef {
@@ -264,11 +273,23 @@ pub fn write_plan(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         let kinds: Vec<&str> = p.deletions.iter().map(|d| d.member.kind()).collect();
         writeln!(
             out,
-            "  delete {}/{} ({}): {}",
+            "  delete {}/{} ({}): {}; {}",
             p.namespace,
             p.name,
             p.state.as_str(),
-            kinds.join(", ")
+            kinds.join(", "),
+            p.reason
+        )
+        .map_err(write_err)?;
+    }
+    for k in &plan.keep {
+        writeln!(
+            out,
+            "  keep {}/{} ({}): {}",
+            k.namespace,
+            k.name,
+            k.state.as_str(),
+            k.reason
         )
         .map_err(write_err)?;
     }

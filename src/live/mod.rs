@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::error::{Error, Result};
-use client::{Kube, Resource, Scope};
-use inventory::{Identity, ListedObject, Origin, Owners, StateOptions};
+use client::{Kube, Scope};
+use inventory::{Identity, ListedObject, Owners, StateOptions};
 
 /// kubectl's connection flags.
 #[derive(clap::Args, Debug, Clone)]
@@ -206,22 +206,15 @@ pub async fn gather(kube: &Kube, scope: &Scope) -> Result<Inventory> {
     for pod in &pods {
         owners.add_pod(pod);
     }
-    // Only the workload kinds some identity names: no lists nobody needs.
-    let mut kinds: Vec<Resource> = identities
-        .iter()
-        .filter_map(|id| match id.origin() {
-            Origin::Manifest {
-                api_version, kind, ..
-            } => Resource::workload(&api_version, &kind).filter(|r| r.kind != "Pod"),
-            _ => None,
-        })
-        .collect();
-    kinds.sort_by_key(|r| r.kind);
-    kinds.dedup();
-    let lists =
-        futures::future::try_join_all(kinds.iter().map(|r| kube.list(r, scope, true, None)))
-            .await?;
-    for (resource, items) in kinds.iter().zip(lists) {
+    // Every built-in workload kind, in full: a pod template naming an identity keeps
+    // it in use between runs (a CronJob, a Deployment scaled to zero).
+    let lists = futures::future::try_join_all(
+        client::WORKLOADS
+            .iter()
+            .map(|r| kube.list(r, scope, false, None)),
+    )
+    .await?;
+    for (resource, items) in client::WORKLOADS.iter().zip(lists) {
         owners
             .listed_kinds
             .insert((resource.api_version.to_string(), resource.kind.to_string()));

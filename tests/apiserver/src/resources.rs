@@ -75,6 +75,7 @@ pub static RESOURCES: &[ResourceType] = &[
     rt("", "configmaps", "configmap", "ConfigMap", true, &["cm"], false, false),
     rt("", "namespaces", "namespace", "Namespace", false, &["ns"], false, true),
     rt("", "pods", "pod", "Pod", true, &["po"], true, true),
+    rt("", "replicationcontrollers", "replicationcontroller", "ReplicationController", true, &["rc"], true, true),
     rt("", "secrets", "secret", "Secret", true, &[], false, false),
     rt("", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false, false),
     rt("apps", "daemonsets", "daemonset", "DaemonSet", true, &["ds"], true, true),
