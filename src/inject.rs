@@ -103,6 +103,9 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
     out
 }
 
+/// Who claims an identity name: (namespace, marks, who for messages).
+type Claim<'a> = (Option<&'a str>, Marks, String);
+
 fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Vec<WorkloadPlan> {
     let objects = batch.objects();
     let existing = guard::Trios::index(&objects);
@@ -110,7 +113,7 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
     let mut self_refs = HashMap::new();
     // Identity name -> (namespace, marks, who) of every claim: selected workloads
     // and the trios the input already declares.
-    let mut names: HashMap<String, Vec<(Option<&str>, Marks, String)>> = HashMap::new();
+    let mut names: HashMap<String, Vec<Claim>> = HashMap::new();
     for obj in &objects {
         if obj.kind() == "ServiceAccount" {
             if let Some(m @ Marks::Workload { .. }) = guard::marks_of(obj.node) {
@@ -202,11 +205,10 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         let first_claim = planned_trios.insert((obj.namespace(), name.clone()));
         for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
             match existing.get(kind, obj.namespace(), &name) {
-                Some(member) => {
-                    if trio_members.insert(member.addr) {
-                        check_existing_member(member, &p.owner, &name, &mut findings);
-                    }
+                Some(member) if trio_members.insert(member.addr) => {
+                    check_existing_member(member, &p.owner, &name, &mut findings);
                 }
+                Some(_) => {}
                 None if first_claim => p.missing.push(i),
                 None => {}
             }

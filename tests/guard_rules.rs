@@ -331,13 +331,14 @@ fn cases() -> Vec<Case> {
         context: "Role/ns/nvcf-worker-x metadata.name)".into(),
         good: rbac("Role", "nvcf-workerx", Some("ns"), "rules: []\n"),
     });
+    let view_default = "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: view\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: ns\n";
     v.push(Case {
         what: "hand-written worker RoleBinding",
         rule: "NVW109",
         severity: "error",
-        bad: rbac("RoleBinding", "nvcf-worker", Some("ns"), "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: view\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: ns\n"),
+        bad: rbac("RoleBinding", "nvcf-worker", Some("ns"), view_default),
         context: "RoleBinding/ns/nvcf-worker metadata.name)".into(),
-        good: rbac("RoleBinding", "view-default", Some("ns"), "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: view\nsubjects:\n- kind: ServiceAccount\n  name: default\n  namespace: ns\n"),
+        good: rbac("RoleBinding", "view-default", Some("ns"), view_default),
     });
     v.push(Case {
         what: "marked worker ServiceAccount that automounts",
@@ -997,12 +998,7 @@ fn only_the_exact_transformer_output_is_exempt() {
         for cfg in validate_cfgs() {
             let k = krm(&resource_list(stream, &cfg));
             k.code(1);
-            assert!(
-                results(&rl(&k))
-                    .iter()
-                    .any(|r| r["tags"]["rule"] == "NVW101"),
-                "{k}"
-            );
+            assert!(has_result(&k, "NVW101"), "{k}");
         }
     };
     // A StatefulSet of the same name borrowing the Deployment's identity.

@@ -842,7 +842,7 @@ fn guard_errors(batch: &Batch) -> Vec<String> {
     guard::check(
         batch,
         &guard::Allow {
-            self_refs: &HashSet::new(),
+            self_refs: &Default::default(),
         },
     )
     .into_iter()

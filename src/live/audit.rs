@@ -517,6 +517,59 @@ mod tests {
         assert!(check_pod(&p, None, |_, _| None).is_empty());
     }
 
+    fn obj(api_version: &str, kind: &str, name: &str, uid: &str, owner: Option<&Value>) -> Value {
+        let mut o = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": "n", "uid": uid}});
+        if let Some(owner) = owner {
+            o["metadata"]["ownerReferences"] = json!([{"apiVersion": owner["apiVersion"],
+                "kind": owner["kind"], "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"], "controller": true}]);
+        }
+        o
+    }
+
+    #[test]
+    fn exemption_follows_only_verified_chains_to_the_identitys_workload() {
+        let mut sa = obj("v1", "ServiceAccount", "nvcf-worker-web", "s", None);
+        sa["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "kubectl-nvcf-worker", "nvcf.io/identity-origin": "manifest"});
+        sa["metadata"]["annotations"] = json!({"nvcf.io/workload": "Deployment/web", "nvcf.io/workload-api-version": "apps/v1"});
+        let mut deploy = obj("apps/v1", "Deployment", "web", "d", None);
+        deploy["spec"] = json!({"template": {"spec": {"serviceAccountName": "nvcf-worker-web"}}});
+        let rs = obj("apps/v1", "ReplicaSet", "web-1", "r", Some(&deploy));
+        let pod = obj("v1", "Pod", "web-1-a", "p", Some(&rs));
+        let mut stale = rs.clone();
+        stale["metadata"]["uid"] = json!("other");
+        let orphan = obj("v1", "Pod", "web-1-b", "p2", Some(&stale));
+        let cm = obj("v1", "ConfigMap", "web", "c", None);
+        let by_cm = obj("v1", "Pod", "web-x", "p3", Some(&cm));
+        let mut job = obj("batch/v1", "Job", "web", "j", None);
+        job["spec"] = json!({"template": {"spec": {"serviceAccountName": "nvcf-worker-web"}}});
+        let by_job = obj("v1", "Pod", "web-j", "p4", Some(&job));
+        let own = obj("v1", "Pod", "runner", "p5", None);
+        let mut listed = Listed::default();
+        for o in [&sa, &deploy, &rs, &cm, &job] {
+            listed.add(o);
+        }
+        let account = "nvcf-worker-web";
+        assert!(exemption(&pod, account, &listed).is_some());
+        assert!(exemption(&rs, account, &listed).is_some());
+        assert!(exemption(&orphan, account, &listed).is_none(), "stale UID");
+        assert!(
+            exemption(&by_cm, account, &listed).is_none(),
+            "unrelated kind"
+        );
+        assert!(
+            exemption(&by_job, account, &listed).is_none(),
+            "another workload"
+        );
+        assert!(
+            exemption(&deploy, account, &listed).is_none(),
+            "no controller: the guard decides"
+        );
+        assert!(exemption(&own, "nvcf-worker-runner", &listed).is_some());
+        assert!(exemption(&own, "nvcf-worker-other", &listed).is_none());
+    }
+
     #[test]
     fn pods_without_a_worker_account_are_not_checked() {
         let mut p = worker_pod();

@@ -328,6 +328,44 @@ mod tests {
     }
 
     #[test]
+    fn an_identity_any_pod_template_uses_is_kept_whatever_its_labels_say() {
+        let mut owners = Owners::default();
+        owners.add_workload(&json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"namespace": "n", "name": "nightly"},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"serviceAccountName": "nvcf-worker-nightly"}}}}}}));
+        owners.add_workload(&json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"namespace": "n", "name": "web"},
+            "spec": {"template": {"spec": {"serviceAccount": "nvcf-worker-web"}}}}));
+        owners
+            .listed_kinds
+            .insert(("apps/v1".into(), "Deployment".into()));
+        let mut objs = trio("n", "nvcf-worker-nightly", 3600);
+        objs.extend(manifest_trio(
+            "n",
+            "nvcf-worker-web",
+            "Deployment/web",
+            "apps/v1",
+        ));
+        objs.extend(trio("m", "nvcf-worker-nightly", 3600));
+        objs.extend(trio("n", "nvcf-worker", 3600));
+        let p = plan_of(objs, &owners);
+        let deleted: Vec<_> = p
+            .delete
+            .iter()
+            .map(|d| format!("{}/{}", d.namespace, d.name))
+            .collect();
+        assert_eq!(deleted, ["m/nvcf-worker-nightly", "n/nvcf-worker"]);
+        let kept: Vec<_> = p.keep.iter().map(|k| k.reason.as_str()).collect();
+        assert_eq!(
+            kept,
+            [
+                "in use: CronJob/nightly's pod template runs as it",
+                "in use: StatefulSet/web's pod template runs as it"
+            ]
+        );
+    }
+
+    #[test]
     fn partial_leftovers_are_taken_with_what_is_left() {
         let objs = vec![object(Member::ServiceAccount, "n", "nvcf-worker-p", 3600)];
         let p = plan_of(objs, &Owners::default());

@@ -209,6 +209,11 @@ pub fn items(rl: &Value) -> Vec<Value> {
     rl["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// Whether a KRM run reported a result of `rule`.
+pub fn has_result(out: &Out, rule: &str) -> bool {
+    results(&rl(out)).iter().any(|r| r["tags"]["rule"] == rule)
+}
+
 pub fn results(rl: &Value) -> Vec<Value> {
     rl["results"].as_array().cloned().unwrap_or_default()
 }
