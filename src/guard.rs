@@ -232,8 +232,11 @@ fn check_object(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Findin
     }
 }
 
-/// NVW109 and NVW112 on the objects of an identity.
+/// NVW109 and NVW112 on the objects of an identity (ServiceAccount, Role, RoleBinding).
 fn check_marks(obj: &Object, out: &mut Vec<Finding>) {
+    if !identity::TRIO_KINDS.contains(&obj.kind()) {
+        return;
+    }
     let marks = marks_of(obj.node);
     let push = |f: Finding, out: &mut Vec<Finding>| {
         out.push(
@@ -263,7 +266,7 @@ fn check_marks(obj: &Object, out: &mut Vec<Finding>) {
             return;
         }
     }
-    if !identity::TRIO_KINDS.contains(&obj.kind()) || !is_worker(obj.name()) {
+    if !is_worker(obj.name()) {
         return;
     }
     let why = match marks {
