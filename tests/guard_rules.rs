@@ -355,6 +355,17 @@ fn cases() -> Vec<Case> {
     let helm = |sa: &str| {
         format!("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr\n  namespace: ns\nspec:\n  chart:\n    spec: {{chart: app}}\n  values:\n    serviceAccount:\n      create: false\n      name: {sa}\n")
     };
+    let helm_key = |sa: &str| {
+        format!("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr\n  namespace: ns\nspec:\n  chart:\n    spec: {{chart: app}}\n  values:\n    serviceAccountName: {sa}\n")
+    };
+    v.push(Case {
+        what: "Helm values name a worker account by key",
+        rule: "NVW101",
+        severity: "error",
+        bad: helm_key("nvcf-worker"),
+        context: "HelmRelease/ns/hr spec.values.serviceAccountName)".into(),
+        good: helm_key("nvcf-workers"),
+    });
     v.push(Case {
         what: "Helm values name a worker account",
         rule: "NVW110",
