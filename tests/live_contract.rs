@@ -24,7 +24,11 @@ fn contract_spec(account: &str) -> Value {
     })
 }
 
-fn workload(api_version: &str, kind: &str, name: &str, spec: Value) -> Value {
+/// A workload a real API server also accepts (Jobs' pods must not restart Always).
+fn workload(api_version: &str, kind: &str, name: &str, mut spec: Value) -> Value {
+    if matches!(kind, "Job" | "CronJob") {
+        spec["restartPolicy"] = json!("Never");
+    }
     let template = json!({"metadata": {"labels": {"app": name}}, "spec": spec});
     let body = match kind {
         "CronJob" => {
