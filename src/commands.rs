@@ -165,8 +165,12 @@ pub fn inject(
     if sources.iter().all(|s| s.docs.iter().all(|d| d.is_empty())) {
         // Bad input, not bad usage: exit 1 like any other input problem. Never an
         // empty output: Helm 4 refuses it, and `kubectl apply` would apply nothing.
+        let names: Vec<&str> = paths
+            .iter()
+            .map(|p| if p == "-" { read::STDIN } else { p })
+            .collect();
         return Err(Error::Invalid {
-            file: paths.join(", "),
+            file: names.join(", "),
             doc: 1,
             line: 1,
             message: "no Kubernetes objects in the input".into(),

@@ -520,6 +520,13 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec) {
                 if krm {
                     annotate_like(&mut node, &obj, &mut next_index);
                 }
+                // Helm 4 puts post-rendered documents back into files by this
+                // annotation (one without it becomes generated-by-postrender-N.yaml).
+                if let Some(file) = obj.annotation(HELM_POSTRENDER_FILENAME) {
+                    node.path_mut(&["metadata", "annotations"])
+                        .expect("generated objects have annotations")
+                        .set(HELM_POSTRENDER_FILENAME, Node::string(file));
+                }
                 trio_nodes.push(node);
             }
         }
@@ -616,13 +623,6 @@ fn next_free_indexes(batch: &Batch) -> BTreeMap<String, usize> {
 /// Gives a generated item its workload's file and a fresh index in that file, so kpt
 /// writes it beside its workload.
 fn annotate_like(node: &mut Node, workload: &Object, next_index: &mut BTreeMap<String, usize>) {
-    // Helm 4 puts post-rendered documents back into files by this annotation (and
-    // names a document without it `generated-by-postrender-N.yaml`).
-    if let Some(file) = workload.annotation(HELM_POSTRENDER_FILENAME) {
-        node.path_mut(&["metadata", "annotations"])
-            .expect("generated objects have annotations")
-            .set(HELM_POSTRENDER_FILENAME, Node::string(file));
-    }
     let Some(file) = PATH_ANNOTATIONS.iter().find_map(|a| workload.annotation(a)) else {
         return;
     };
