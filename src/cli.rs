@@ -15,6 +15,8 @@ use crate::selector::Selector;
 
 /// The name kustomize runs the legacy exec plugin by.
 pub const LEGACY_PLUGIN_NAME: &str = "WorkerIdentity";
+/// The name kubectl runs for `kubectl nvcf-worker <TAB>`.
+pub const COMPLETE_NAME: &str = "kubectl_complete-nvcf_worker";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -432,6 +434,10 @@ pub fn main() -> i32 {
         .and_then(|a| std::path::Path::new(a).file_name())
         .and_then(|n| n.to_str())
         .unwrap_or("");
+    // A link named for kubectl's plugin completion (release archives ship one binary).
+    if invoked_as == COMPLETE_NAME {
+        return complete_main();
+    }
     if invoked_as == LEGACY_PLUGIN_NAME {
         let result = (|| {
             let config = args.get(1).and_then(|a| a.to_str()).ok_or_else(|| {

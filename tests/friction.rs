@@ -111,6 +111,21 @@ fn kubectl_completes_the_plugin() {
     assert!(flags.starts_with("--cluster-id\t"), "{flags}");
     let formats = complete(&["validate", "-o", ""]);
     assert!(formats.contains("sarif"), "{formats}");
+
+    // A release archive's single binary, linked under the completion name.
+    let links = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(BIN, links.path().join("kubectl_complete-nvcf_worker")).unwrap();
+    std::os::unix::fs::symlink(BIN, links.path().join("kubectl-nvcf_worker")).unwrap();
+    let out = Command::new("kubectl")
+        .args(["__complete", "nvcf-worker", "inj"])
+        .env("PATH", path_of(&[links.path()]))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("inject\t") && text.contains(":4"),
+        "{text}"
+    );
 }
 
 #[test]
