@@ -271,10 +271,7 @@ fn krew_reads_digests_as_strings() {
         .unwrap();
     // Look-alikes a YAML 1.2 reader takes as strings but YAML 1.1 does not: an
     // all-digit digest is an integer, digits with one `e` a float.
-    for digest in [
-        "0".repeat(64),
-        format!("{}e12", "1".repeat(61)),
-    ] {
+    for digest in ["0".repeat(64), format!("{}e12", "1".repeat(61))] {
         let bare = text.replace(quoted, &format!("    sha256: {digest}"));
         let problems = yaml11_problems(&bare);
         assert!(
