@@ -195,13 +195,15 @@ impl InjectArgs {
                 .as_deref()
                 .is_none_or(|c| c.trim().is_empty())
         {
-            return Err(Error::Usage(match &self.config {
-                Some(path) => format!(
-                    "no cluster ID: pass --cluster-id ID, or set spec.clusterID in {}",
-                    path.display()
-                ),
-                None => "no cluster ID: pass --cluster-id ID (the token audience is nvcf-icms:<ID>), or --config FILE".into(),
-            }));
+            // Exit 1 like every other config problem; the message names the flag.
+            let or = match &self.config {
+                Some(path) => format!("or set spec.clusterID in {}", path.display()),
+                None => "or give a --config FILE that sets it".into(),
+            };
+            return Err(crate::config::ConfigError(format!(
+                "clusterID is required to inject a worker identity: pass --cluster-id ID (the token audience is nvcf-icms:<ID>), {or}"
+            ))
+            .into());
         }
         Ok(cfg)
     }

@@ -181,14 +181,14 @@ fn inject_names_cluster_id_and_flags_override_config() {
     ]);
     let dir = Some(tmp.path());
     let out = run_in(dir, &["inject", "-f", "d.yaml"], b"");
-    out.code(2);
+    out.code(1);
     assert!(out.stderr.contains("--cluster-id"), "{out}");
     let out = run_in(
         dir,
         &["inject", "-f", "d.yaml", "--config", "empty.yaml"],
         b"",
     );
-    out.code(2);
+    out.code(1);
     assert!(
         out.stderr.contains("--cluster-id") && out.stderr.contains("empty.yaml"),
         "{out}"
