@@ -48,7 +48,7 @@ fn deploy_manifests_pass_validate() {
         .unwrap();
     let text = ok(&out);
     // Every manifest under deploy/ (the CronJob set and the Argo CD and Helm plugins).
-    let files = walk_manifests(&deploy_dir());
+    let files = walk_manifests(deploy_dir());
     assert!(
         text.starts_with(&format!("0 errors, 0 warnings in {files} files")),
         "{text}"
