@@ -2,8 +2,9 @@
 # Builds the release binary for one target, packs
 #   dist/kubectl-nvcf-worker-<version>-<target>.tar.gz   (binary, LICENSE, README.md)
 #   dist/kubectl-nvcf-worker-<version>-<target>.tar.gz.sha256
-# and writes that platform's uri and sha256 into krew-manifest.yaml. It is the
-# only writer of those fields: run it on each platform's CI (docs/install.md).
+# and writes that platform's uri and sha256 into krew-manifest.yaml, adding the
+# platform's entry when it is missing. It is the only writer of the platforms:
+# run it on each platform's CI (docs/install.md).
 #
 # Usage: scripts/dist.sh [--target TRIPLE] [--binary PATH] [--no-manifest]
 #   --target TRIPLE  build for TRIPLE (default: the host's, from `rustc -vV`)
@@ -83,8 +84,10 @@ sha256="$(cut -d' ' -f1 "$archive.sha256")"
 
 if [ "$manifest" = 1 ]; then
   python3 - krew-manifest.yaml "$target" "$uri" "$sha256" "v$version" <<'PY'
-# Rewrites only the uri and sha256 lines of the matching platform entry, so the
-# rest of the file keeps its layout; then re-reads it to check the result.
+# Rewrites only the uri and sha256 lines of the matching platform entry, or adds
+# the entry when the platform is not listed yet, so the rest of the file keeps
+# its layout; then re-reads it to check the result. The sha256 is written quoted:
+# krew reads YAML 1.1, where an all-digit digest would be a number.
 import re, sys, yaml
 path, target, uri, sha, version = sys.argv[1:]
 arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(target.split("-")[0])
@@ -95,22 +98,45 @@ doc = yaml.safe_load(open(path))
 if doc["spec"]["version"] != version:
     sys.exit(f"dist.sh: krew-manifest.yaml spec.version is {doc['spec']['version']}, Cargo.toml says {version}")
 want = {"os": os_, "arch": arch}
-index = [i for i, p in enumerate(doc["spec"]["platforms"]) if p["selector"].get("matchLabels") == want]
-if len(index) != 1:
-    sys.exit(f"dist.sh: expected one platform with matchLabels {want}, found {len(index)}")
+platforms = doc["spec"].get("platforms") or []
+index = [i for i, p in enumerate(platforms) if p["selector"].get("matchLabels") == want]
+if len(index) > 1:
+    sys.exit(f"dist.sh: {len(index)} platforms with matchLabels {want}")
 lines = open(path).read().split("\n")
 starts = [i for i, l in enumerate(lines) if l.startswith("  - selector:")]
-end = ([i for i, l in enumerate(lines) if i > starts[-1] and l and not l.startswith("  ")] + [len(lines)])[0]
-lo = starts[index[0]]
-hi = starts[index[0] + 1] if index[0] + 1 < len(starts) else end
-done = set()
-for i in range(lo, hi):
-    m = re.match(r"^(    )(uri|sha256): ", lines[i])
-    if m:
-        lines[i] = f"{m.group(1)}{m.group(2)}: {uri if m.group(2) == 'uri' else sha}"
-        done.add(m.group(2))
-if done != {"uri", "sha256"}:
-    sys.exit(f"dist.sh: the {os_}/{arch} entry lacks a uri or sha256 line")
+if not index:
+    # After the last entry: the end of the platforms list.
+    after = starts[-1] if starts else [i for i, l in enumerate(lines) if l == "  platforms:"][0]
+    end = ([i for i, l in enumerate(lines) if i > after and l and not l.startswith("  ")] + [len(lines)])[0]
+    while end > 0 and lines[end - 1] == "":
+        end -= 1
+    entry = f"""  - selector:
+      matchLabels:
+        os: {os_}
+        arch: {arch}
+    uri: {uri}
+    sha256: "{sha}"
+    files:
+      - from: kubectl-nvcf-worker
+        to: .
+      - from: LICENSE
+        to: .
+    bin: kubectl-nvcf-worker""".split("\n")
+    lines[end:end] = entry
+    index = [len(platforms)]
+else:
+    end = ([i for i, l in enumerate(lines) if i > starts[-1] and l and not l.startswith("  ")] + [len(lines)])[0]
+    lo = starts[index[0]]
+    hi = starts[index[0] + 1] if index[0] + 1 < len(starts) else end
+    done = set()
+    for i in range(lo, hi):
+        m = re.match(r"^(    )(uri|sha256): ", lines[i])
+        if m:
+            value = uri if m.group(2) == "uri" else f'"{sha}"'
+            lines[i] = f"{m.group(1)}{m.group(2)}: {value}"
+            done.add(m.group(2))
+    if done != {"uri", "sha256"}:
+        sys.exit(f"dist.sh: the {os_}/{arch} entry lacks a uri or sha256 line")
 text = "\n".join(lines)
 entry = yaml.safe_load(text)["spec"]["platforms"][index[0]]
 assert (entry["uri"], entry["sha256"]) == (uri, sha), entry

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::commands::{self, ReportFormat, StreamFormat};
+use crate::commands::{self, StreamFormat, ValidateFormat};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::krm;
@@ -15,6 +15,8 @@ use crate::selector::Selector;
 
 /// The name kustomize runs the legacy exec plugin by.
 pub const LEGACY_PLUGIN_NAME: &str = "WorkerIdentity";
+/// The name kubectl runs for `kubectl nvcf-worker <TAB>`.
+pub const COMPLETE_NAME: &str = "kubectl_complete-nvcf_worker";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -74,9 +76,15 @@ pub enum Command {
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  source <(kubectl-nvcf-worker completion bash)")]
     Completion { shell: clap_complete::Shell },
-    /// Print the man page (roff).
-    #[command(after_help = "Example:\n  kubectl-nvcf-worker man > kubectl-nvcf-worker.1")]
-    Man,
+    /// Print the man page (roff), or write it and one page per subcommand into a directory.
+    #[command(
+        after_help = "Examples:\n  kubectl-nvcf-worker man > kubectl-nvcf-worker.1\n  kubectl-nvcf-worker man --dir ~/.local/share/man/man1"
+    )]
+    Man {
+        /// Write kubectl-nvcf-worker.1 and kubectl-nvcf-worker-<command>.1 for every subcommand here.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -87,8 +95,8 @@ pub struct InjectArgs {
     /// More paths, as with -f.
     #[arg(value_name = "PATH")]
     pub paths: Vec<String>,
-    /// A function config file (fn.nvcf.io/v1alpha1 WorkerIdentity or a ConfigMap).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster_id", "audience", "expiration_seconds", "selector", "token_source", "include_init_containers"])]
+    /// A function config file (fn.nvcf.io/v1alpha1 WorkerIdentity or a ConfigMap); flags given too override its keys.
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The NVCF cluster ID; the token audience is nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID")]
@@ -121,36 +129,42 @@ pub struct ValidateArgs {
     /// More paths.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<String>,
+    /// Output format: text lines, a JSON report, or a SARIF 2.1.0 log for code scanning.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    pub output: ReportFormat,
+    pub output: ValidateFormat,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct InstallPluginArgs {
-    /// kustomize's plugin root (default $XDG_CONFIG_HOME/kustomize/plugin, or ~/.config/kustomize/plugin).
+    /// kustomize's plugin root (default $KUSTOMIZE_PLUGIN_HOME, else $XDG_CONFIG_HOME/kustomize/plugin, else ~/.config/kustomize/plugin).
     #[arg(long, value_name = "DIR")]
     pub plugin_root: Option<PathBuf>,
 }
 
 impl InjectArgs {
+    /// The config file's settings (or the defaults), then each flag given on top:
+    /// flags win, as kubectl's flags win over its kubeconfig.
     fn config(&self) -> Result<Config> {
-        if let Some(path) = &self.config {
-            let name = path.display().to_string();
-            let bytes = std::fs::read(path).map_err(|e| Error::io(&name, e))?;
-            let docs = parse_stream(&bytes).map_err(|e| Error::Yaml {
-                file: name,
-                doc: e.index + 1,
-                source: e.error,
-            })?;
-            return Ok(Config::from_node(
-                docs.iter().find(|d| !d.is_empty()).map(|d| d.view()),
-            )?);
-        }
-        let mut cfg = Config {
-            cluster_id: self.cluster_id.clone(),
-            audience: self.audience.clone(),
-            ..Config::default()
+        let mut cfg = match &self.config {
+            Some(path) => {
+                let name = path.display().to_string();
+                let bytes = std::fs::read(path).map_err(|e| Error::io(&name, e))?;
+                let docs = parse_stream(&bytes).map_err(|e| Error::Yaml {
+                    file: name.clone(),
+                    doc: e.index + 1,
+                    source: e.error,
+                })?;
+                Config::from_node(docs.iter().find(|d| !d.is_empty()).map(|d| d.view()))
+                    .map_err(|e| crate::config::ConfigError(format!("{name}: {}", e.0)))?
+            }
+            None => Config::default(),
         };
+        if let Some(c) = &self.cluster_id {
+            cfg.cluster_id = Some(c.clone());
+        }
+        if let Some(a) = &self.audience {
+            cfg.audience = Some(a.clone()).filter(|a| !a.is_empty());
+        }
         if let Some(e) = self.expiration_seconds {
             cfg.expiration_seconds = e;
         }
@@ -164,7 +178,9 @@ impl InjectArgs {
                 t.clone()
             };
         }
-        cfg.include_init_containers = self.include_init_containers;
+        if self.include_init_containers {
+            cfg.include_init_containers = true;
+        }
         let range =
             crate::identity::MIN_EXPIRATION_SECONDS..=crate::identity::MAX_EXPIRATION_SECONDS;
         if !range.contains(&cfg.expiration_seconds) {
@@ -173,33 +189,65 @@ impl InjectArgs {
                 cfg.expiration_seconds
             )));
         }
+        if cfg.is_psat()
+            && cfg
+                .cluster_id
+                .as_deref()
+                .is_none_or(|c| c.trim().is_empty())
+        {
+            // Exit 1 like every other config problem; the message names the flag.
+            let or = match &self.config {
+                Some(path) => format!("or set spec.clusterID in {}", path.display()),
+                None => "or give a --config FILE that sets it".into(),
+            };
+            return Err(crate::config::ConfigError(format!(
+                "clusterID is required to inject a worker identity: pass --cluster-id ID (the token audience is nvcf-icms:<ID>), {or}"
+            ))
+            .into());
+        }
         Ok(cfg)
     }
 }
 
-fn paths_or_stdin(mut a: Vec<String>, b: &[String]) -> Vec<String> {
+/// The paths to read; stdin when none is named, unless stdin is a terminal: then
+/// nobody is about to type a manifest, and waiting silently would look like a hang.
+fn paths_or_stdin(mut a: Vec<String>, b: &[String], command: &str) -> Result<Vec<String>> {
     a.extend_from_slice(b);
     if a.is_empty() {
+        if std::io::stdin().is_terminal() {
+            return Err(Error::Usage(format!(
+                "no input: name files or directories (kubectl nvcf-worker {command} -f PATH), or pipe manifests to stdin"
+            )));
+        }
         a.push("-".into());
     }
-    a
+    Ok(a)
+}
+
+/// kustomize's plugin root, in kustomize's own order: `KUSTOMIZE_PLUGIN_HOME`, then
+/// `$XDG_CONFIG_HOME/kustomize/plugin`, then `~/.config/kustomize/plugin`.
+fn kustomize_plugin_home() -> Result<PathBuf> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(home) = var("KUSTOMIZE_PLUGIN_HOME") {
+        return Ok(PathBuf::from(home));
+    }
+    if let Some(x) = var("XDG_CONFIG_HOME") {
+        return Ok(PathBuf::from(x).join("kustomize/plugin"));
+    }
+    match var("HOME") {
+        Some(h) => Ok(PathBuf::from(h).join(".config/kustomize/plugin")),
+        None => Err(Error::Usage(
+            "none of KUSTOMIZE_PLUGIN_HOME, XDG_CONFIG_HOME and HOME is set; pass --plugin-root"
+                .into(),
+        )),
+    }
 }
 
 /// Where kustomize looks for `fn.nvcf.io/v1alpha1 WorkerIdentity`.
 pub fn legacy_plugin_path(root: Option<PathBuf>) -> Result<PathBuf> {
     let root = match root {
         Some(r) => r,
-        None => match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-            Some(x) => PathBuf::from(x).join("kustomize/plugin"),
-            None => match std::env::var_os("HOME") {
-                Some(h) => PathBuf::from(h).join(".config/kustomize/plugin"),
-                None => {
-                    return Err(Error::Usage(
-                        "neither XDG_CONFIG_HOME nor HOME is set; pass --plugin-root".into(),
-                    ))
-                }
-            },
-        },
+        None => kustomize_plugin_home()?,
     };
     Ok(root
         .join("fn.nvcf.io/v1alpha1/workeridentity")
@@ -273,11 +321,11 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                     "the config has mode: validate; run `kubectl nvcf-worker validate`, or use it as a kpt or kustomize validator".into(),
                 ));
             }
-            let paths = paths_or_stdin(args.files.clone(), &args.paths);
+            let paths = paths_or_stdin(args.files.clone(), &args.paths, "inject")?;
             commands::inject(&paths, &cfg, args.output, stdout, stderr)
         }
         Some(Command::Validate(args)) => commands::validate(
-            &paths_or_stdin(args.paths, &args.files),
+            &paths_or_stdin(args.paths, &args.files, "validate")?,
             args.output,
             stdout,
         ),
@@ -287,13 +335,64 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
         Some(Command::Audit(args)) => crate::live::run_audit(args, stdout),
         Some(Command::Describe(args)) => crate::live::run_describe(args, stdout),
         Some(Command::Completion { shell }) => {
-            clap_complete::generate(shell, &mut Cli::command(), "kubectl-nvcf-worker", stdout);
-            Ok(())
+            // Generated into memory: clap_complete panics on a failed write, and a
+            // closed stdout (`| head -1`) is the reader's choice, not a failure.
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "kubectl-nvcf-worker",
+                &mut script,
+            );
+            stdout
+                .write_all(&script)
+                .map_err(|e| Error::io("<stdout>", e))
         }
-        Some(Command::Man) => clap_mangen::Man::new(Cli::command().name("kubectl-nvcf-worker"))
-            .render(stdout)
-            .map_err(|e| Error::io("<stdout>", e)),
+        Some(Command::Man { dir: None }) => {
+            write_man_page(stdout).map_err(|e| Error::io("<stdout>", e))
+        }
+        Some(Command::Man { dir: Some(dir) }) => {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+            clap_mangen::generate_to(Cli::command().name("kubectl-nvcf-worker"), &dir)
+                .map_err(|e| Error::io(dir.display().to_string(), e))?;
+            writeln!(stdout, "wrote man pages to {}", dir.display())
+                .map_err(|e| Error::io("<stdout>", e))
+        }
     }
+}
+
+/// The main man page alone. Its subcommand list names the commands themselves,
+/// not `kubectl-nvcf-worker-inject(1)` pages that a single page on stdout does not
+/// bring along (`man --dir` writes those and the references that go with them).
+fn write_man_page(out: &mut dyn Write) -> std::io::Result<()> {
+    let cmd = Cli::command().name("kubectl-nvcf-worker");
+    let man = clap_mangen::Man::new(cmd.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    let roff = |s: &str| {
+        let s = s.replace('\\', "\\e").replace('-', "\\-");
+        if s.starts_with(['.', '\'']) {
+            format!("\\&{s}")
+        } else {
+            s
+        }
+    };
+    writeln!(out, ".SH SUBCOMMANDS")?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        writeln!(out, ".TP\n\\fB{}\\fR", roff(sub.get_name()))?;
+        if let Some(about) = sub.get_about() {
+            writeln!(out, "{}", roff(&about.to_string()))?;
+        }
+    }
+    writeln!(
+        out,
+        ".PP\nEach command's options: \\fBkubectl nvcf\\-worker COMMAND \\-\\-help\\fR, or the pages that \\fBkubectl\\-nvcf\\-worker man \\-\\-dir DIR\\fR writes."
+    )?;
+    man.render_extra_section(out)?;
+    man.render_version_section(out)
 }
 
 fn report(e: &Error, stderr: &mut dyn Write) -> i32 {
@@ -316,6 +415,16 @@ fn report(e: &Error, stderr: &mut dyn Write) -> i32 {
     e.exit_code()
 }
 
+/// The entry point of `kubectl_complete-nvcf_worker`: cobra's `__complete` answer
+/// for the words after `kubectl nvcf-worker`.
+pub fn complete_main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let answer = crate::complete::cobra_complete(&Cli::command(), &args);
+    // A closed stdout is the shell's choice, not a failure.
+    let _ = std::io::stdout().lock().write_all(answer.as_bytes());
+    0
+}
+
 /// The process entry point shared by both binary names.
 pub fn main() -> i32 {
     commands::exit_after_command();
@@ -327,6 +436,10 @@ pub fn main() -> i32 {
         .and_then(|a| std::path::Path::new(a).file_name())
         .and_then(|n| n.to_str())
         .unwrap_or("");
+    // A link named for kubectl's plugin completion (release archives ship one binary).
+    if invoked_as == COMPLETE_NAME {
+        return complete_main();
+    }
     if invoked_as == LEGACY_PLUGIN_NAME {
         let result = (|| {
             let config = args.get(1).and_then(|a| a.to_str()).ok_or_else(|| {

@@ -23,6 +23,15 @@ pub enum ReportFormat {
     Json,
 }
 
+/// `validate`'s formats: the report's, and SARIF for code scanning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ValidateFormat {
+    Text,
+    Json,
+    /// SARIF 2.1.0, for code scanning (GitHub, GitLab, Azure DevOps).
+    Sarif,
+}
+
 fn write_err(e: std::io::Error) -> Error {
     Error::io("<stdout>", e)
 }
@@ -152,14 +161,16 @@ pub fn inject(
     if cfg.is_psat() {
         cfg_token?;
     }
-    let sources = read::gather(paths)?
-        .into_iter()
-        .map(read::load)
-        .collect::<Result<Vec<_>>>()?;
+    let (sources, left_out) = gather_for_inject(paths)?;
     if sources.iter().all(|s| s.docs.iter().all(|d| d.is_empty())) {
-        // Bad input, not bad usage: exit 1 like any other input problem.
+        // Bad input, not bad usage: exit 1 like any other input problem. Never an
+        // empty output: Helm 4 refuses it, and `kubectl apply` would apply nothing.
+        let names: Vec<&str> = paths
+            .iter()
+            .map(|p| if p == "-" { read::STDIN } else { p })
+            .collect();
         return Err(Error::Invalid {
-            file: paths.join(", "),
+            file: names.join(", "),
             doc: 1,
             line: 1,
             message: "no Kubernetes objects in the input".into(),
@@ -179,14 +190,134 @@ pub fn inject(
         return Err(Error::Reported { errors });
     }
     // One write: stderr is unbuffered, and a line per object is thousands of calls.
-    let report: String = outcome.reports.iter().map(|r| r.to_text() + "\n").collect();
-    stderr.write_all(report.as_bytes()).map_err(write_err)?;
+    stderr
+        .write_all(inject_report(&outcome.reports, left_out).as_bytes())
+        .map_err(write_err)?;
     match format {
         StreamFormat::Yaml => write_stream(&batch, stdout).map_err(write_err)?,
         StreamFormat::Json => stdout.write_all(&render_json(&batch)).map_err(write_err)?,
     }
     release(batch);
     stdout.flush().map_err(write_err)
+}
+
+/// The report on stderr: a line per workload (injected, unchanged, skipped and why)
+/// and per generated object, then one line counting everything else, so that the
+/// lines that matter are not lost among a line per ConfigMap.
+pub fn inject_report(reports: &[inject::ObjectReport], left_out: usize) -> String {
+    let mut out = String::new();
+    let (mut injected, mut unchanged, mut skipped, mut generated, mut others) = (0, 0, 0, 0, 0);
+    for r in reports {
+        let is_workload =
+            crate::workload::pod_spec_path(&r.resource.api_version, &r.resource.kind).is_some();
+        match r.status {
+            inject::Status::Generated => generated += 1,
+            _ if !is_workload => {
+                others += 1;
+                continue;
+            }
+            inject::Status::Injected => injected += 1,
+            inject::Status::Unchanged(_) => unchanged += 1,
+            inject::Status::Skipped(_) => skipped += 1,
+        }
+        out.push_str(&r.to_text());
+        out.push('\n');
+    }
+    let n = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    out.push_str(&format!(
+        "{}: {injected} injected, {unchanged} unchanged, {skipped} skipped; {} generated; {} passed through unchanged",
+        n(injected + unchanged + skipped, "workload", "workloads"),
+        n(generated, "object", "objects"),
+        n(others, "other object", "other objects"),
+    ));
+    if left_out > 0 {
+        out.push_str(&format!(
+            "; {} left out (kustomization or local-config)",
+            n(left_out, "file or object", "files or objects")
+        ));
+    }
+    out.push('\n');
+    out
+}
+
+/// kpt's mark for objects that configure tools and are never applied.
+const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
+
+fn is_local_config(doc: &crate::manifest::Document) -> bool {
+    doc.view()
+        .path(&["metadata", "annotations", LOCAL_CONFIG])
+        .and_then(Node::as_str)
+        .is_some_and(|v| v == "true")
+}
+
+/// kustomize's own file names: a directory's build instructions, not objects.
+fn is_kustomization(path: &std::path::Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some("kustomization.yaml" | "kustomization.yml" | "Kustomization")
+    )
+}
+
+/// Reads `inject`'s input. In a directory, as kpt reads a package, kustomization
+/// files and objects marked `config.kubernetes.io/local-config: "true"` are left
+/// out (the output feeds `kubectl apply`); a file named on its own, or stdin, is
+/// taken whole. Returns the sources and how many files and objects were left out.
+fn gather_for_inject(paths: &[String]) -> Result<(Vec<Source>, usize)> {
+    let mut sources = Vec::new();
+    let mut left_out = 0;
+    for p in paths {
+        let in_dir = p != "-" && std::path::Path::new(p).is_dir();
+        for file in read::expand(std::slice::from_ref(p))? {
+            if in_dir && file.as_deref().is_some_and(is_kustomization) {
+                left_out += 1;
+                continue;
+            }
+            let input = read::read_input(file)?;
+            let hint = looks_like_template(&input.bytes);
+            let mut source = read::load(input).map_err(|e| with_template_hint(e, hint))?;
+            if in_dir {
+                let before = source.docs.len();
+                source.docs.retain(|d| !is_local_config(d));
+                left_out += before - source.docs.len();
+            }
+            sources.push(source);
+        }
+    }
+    Ok((sources, left_out))
+}
+
+/// Whether input that failed to decode is probably a Go template (a Helm chart's
+/// `templates/`): then the fix is to render it, not to edit it.
+fn looks_like_template(bytes: &[u8]) -> bool {
+    bytes.windows(2).any(|w| w == b"{{")
+}
+
+const TEMPLATE_HINT: &str = "this looks like an unrendered template ({{ ... }}): render it first (helm template CHART | kubectl nvcf-worker inject -f -), and check the rendered output";
+
+fn with_template_hint(e: Error, hint: bool) -> Error {
+    if !hint {
+        return e;
+    }
+    match e {
+        Error::Yaml { file, doc, source } => Error::Invalid {
+            file,
+            doc,
+            line: source.line(),
+            message: format!("{source}; {TEMPLATE_HINT}"),
+        },
+        Error::Invalid {
+            file,
+            doc,
+            line,
+            message,
+        } => Error::Invalid {
+            file,
+            doc,
+            line,
+            message: format!("{message}; {TEMPLATE_HINT}"),
+        },
+        e => e,
+    }
 }
 
 /// Parses one file for `validate`: Ok(None) for YAML that holds no Kubernetes
@@ -197,11 +328,18 @@ fn load_for_validate(input: Input) -> Loaded {
         index: Some(index),
         line: Some(line),
     };
+    let hint = |message: String| {
+        if looks_like_template(&input.bytes) {
+            format!("{message}; {TEMPLATE_HINT}")
+        } else {
+            message
+        }
+    };
     let docs = match crate::manifest::parallel::parse_stream_parallel(&input.bytes) {
         Ok(d) => d,
         Err(e) => {
             return Err(Box::new(
-                Finding::error(e.error.to_string())
+                Finding::error(hint(e.error.to_string()))
                     .rule(guard::DECODE)
                     .at(at(e.error.line(), e.index)),
             ))
@@ -214,7 +352,7 @@ fn load_for_validate(input: Input) -> Loaded {
     for d in docs.iter().filter(|d| !d.is_empty()) {
         if let Some(problem) = object_problem(d.view()) {
             return Err(Box::new(
-                Finding::error(format!("document {}: {problem}", d.index + 1))
+                Finding::error(hint(format!("document {}: {problem}", d.index + 1)))
                     .rule(guard::DECODE)
                     .at(at(d.line.max(d.view().line), d.index)),
             ));
@@ -279,7 +417,7 @@ fn load_parallel(files: Vec<Option<std::path::PathBuf>>) -> Result<Vec<Loaded>> 
 
 /// `validate`: the guard over files, for pre-commit and CI. All files are checked as
 /// one batch, so an identity's trio counts wherever in the change it is declared.
-pub fn validate(paths: &[String], format: ReportFormat, stdout: &mut dyn Write) -> Result<()> {
+pub fn validate(paths: &[String], format: ValidateFormat, stdout: &mut dyn Write) -> Result<()> {
     let inputs = read::expand(paths)?;
     let files = inputs.len();
     let mut findings = Vec::new();
@@ -300,13 +438,13 @@ pub fn validate(paths: &[String], format: ReportFormat, stdout: &mut dyn Write) 
     ));
     release(batch);
     match format {
-        ReportFormat::Text => {
+        ValidateFormat::Text => {
             for f in &findings {
                 writeln!(stdout, "{}", f.to_text()).map_err(write_err)?;
             }
             writeln!(stdout, "{}", report::summary(&findings, files)).map_err(write_err)?;
         }
-        ReportFormat::Json => {
+        ValidateFormat::Json => {
             let doc = serde_json::json!({
                 "apiVersion": "fn.nvcf.io/v1alpha1",
                 "kind": "ValidationReport",
@@ -316,6 +454,22 @@ pub fn validate(paths: &[String], format: ReportFormat, stdout: &mut dyn Write) 
                 "findings": findings,
             });
             serde_json::to_writer_pretty(&mut *stdout, &doc).map_err(|e| write_err(e.into()))?;
+            writeln!(stdout).map_err(write_err)?;
+        }
+        ValidateFormat::Sarif => {
+            let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
+            let mut lines: std::collections::HashMap<String, Option<String>> = Default::default();
+            let mut read_line = |file: &str, line: u32| {
+                let text = lines
+                    .entry(file.to_string())
+                    .or_insert_with(|| std::fs::read_to_string(file).ok());
+                text.as_deref()?
+                    .lines()
+                    .nth(line as usize - 1)
+                    .map(str::to_string)
+            };
+            let log = crate::sarif::log(&findings, &cwd, &mut read_line);
+            serde_json::to_writer_pretty(&mut *stdout, &log).map_err(|e| write_err(e.into()))?;
             writeln!(stdout).map_err(write_err)?;
         }
     }

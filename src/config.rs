@@ -111,6 +111,9 @@ impl Config {
             ));
         }
         let spec_json = json.get("spec").cloned().unwrap_or(serde_json::Value::Null);
+        if let Some(e) = spec_type_error(&spec_json) {
+            return Err(e);
+        }
         let spec: TypedSpec = if spec_json.is_null() {
             TypedSpec::default()
         } else {
@@ -235,6 +238,28 @@ fn parse_naming(n: &str) -> Result<Naming, ConfigError> {
             "naming {other:?} is not per-workload or per-namespace"
         )),
     }
+}
+
+/// A spec value of the wrong type, said in the user's terms (serde would say
+/// `expected i64` and not name the key).
+fn spec_type_error(spec: &serde_json::Value) -> Option<ConfigError> {
+    for (key, value) in spec.as_object()? {
+        let want = match key.as_str() {
+            "expirationSeconds" if !value.is_i64() => "a whole number of seconds, like 3600",
+            "includeInitContainers" if !value.is_boolean() => "true or false",
+            "mode" | "clusterID" | "audience" | "tokenSource" | "naming" if !value.is_string() => {
+                "a string"
+            }
+            "selector" if !value.is_object() => "a mapping with matchLabels or matchExpressions",
+            _ => continue,
+        };
+        let quoted = value.is_string() && want != "a string";
+        return Some(ConfigError(format!(
+            "spec.{key} is {value}, expected {want}{}",
+            if quoted { " (without quotes)" } else { "" }
+        )));
+    }
+    None
 }
 
 fn parse_mode(m: &str) -> Result<Mode, ConfigError> {

@@ -288,7 +288,11 @@ fn report_others(
         } else if trio.contains(&obj.addr) {
             Status::Unchanged("part of a worker identity")
         } else if workload::pod_spec_path(obj.api_version(), obj.kind()).is_some() {
-            Status::Skipped("not selected")
+            if obj.annotation(HELM_HOOK).is_some() {
+                Status::Skipped("a Helm hook (helm.sh/hook): hooks get no worker identity")
+            } else {
+                Status::Skipped("not selected")
+            }
         } else {
             Status::Skipped("not a workload")
         };
@@ -299,7 +303,18 @@ fn report_others(
     }
 }
 
+/// The file Helm 4 gives each document it post-renders.
+pub const HELM_POSTRENDER_FILENAME: &str = "postrenderer.helm.sh/postrender-filename";
+/// A Helm hook: Helm creates it apart from the release's other objects.
+pub const HELM_HOOK: &str = "helm.sh/hook";
+
 fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
+    // A hook runs when Helm says (a pre-install hook before any of the release's
+    // objects exist, so before an identity generated beside it) and Helm 3 never
+    // post-renders hooks: leave hooks alone under every Helm version alike.
+    if obj.annotation(HELM_HOOK).is_some() {
+        return false;
+    }
     let own = workload::label_map(obj.node.path(&["metadata", "labels"]));
     let template = workload::label_map(workload::template_labels(obj.node, spec_path));
     cfg.selector.matches(&own) || (!template.is_empty() && cfg.selector.matches(&template))
@@ -506,6 +521,13 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec) {
                 let mut node = generated(&trio[i], p.json_style);
                 if krm {
                     annotate_like(&mut node, &obj, &mut next_index);
+                }
+                // Helm 4 puts post-rendered documents back into files by this
+                // annotation (one without it becomes generated-by-postrender-N.yaml).
+                if let Some(file) = obj.annotation(HELM_POSTRENDER_FILENAME) {
+                    node.path_mut(&["metadata", "annotations"])
+                        .expect("generated objects have annotations")
+                        .set(HELM_POSTRENDER_FILENAME, Node::string(file));
                 }
                 trio_nodes.push(node);
             }

@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod complete;
 pub mod config;
 pub mod error;
 pub mod guard;
@@ -11,5 +12,6 @@ pub mod krm;
 pub mod live;
 pub mod manifest;
 pub mod report;
+pub mod sarif;
 pub mod selector;
 pub mod workload;

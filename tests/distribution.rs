@@ -33,7 +33,8 @@ const KREW_PLATFORMS: [(&str, &str); 10] = [
     ("windows", "amd64"),
     ("windows", "arm64"),
 ];
-/// The platforms we ship and the Rust target each archive is built for.
+/// The platforms a release can ship and the Rust target each archive is built
+/// for; the manifest lists those whose archive was really built.
 const SHIPPED: [(&str, &str, &str); 4] = [
     ("linux", "amd64", "x86_64-unknown-linux-gnu"),
     ("linux", "arm64", "aarch64-unknown-linux-gnu"),
@@ -204,12 +205,14 @@ fn krew_problems(m: &Value) -> Vec<String> {
             p.push(format!("{os}/{arch} is matched by {n} platforms"));
         }
     }
-    for (os, arch, target) in SHIPPED {
-        let Some(i) = labels.iter().position(|l| matches(l, os, arch)) else {
-            p.push(format!("no platform for {os}/{arch}"));
+    // Each listed platform is one a release can ship, with its target's archive.
+    for (i, l) in labels.iter().enumerate() {
+        let Some((os, arch, target)) = SHIPPED.iter().find(|(os, arch, _)| matches(l, os, arch))
+        else {
+            p.push(format!("platforms[{i}] {l:?} is not a shipped platform"));
             continue;
         };
-        if labels[i].len() != 2 {
+        if l.len() != 2 {
             p.push(format!("{os}/{arch} does not select on os and arch"));
         }
         let uri = s(&platforms[i]["uri"]);
@@ -219,12 +222,8 @@ fn krew_problems(m: &Value) -> Vec<String> {
             p.push(format!("{os}/{arch} uri {uri:?} does not end with {want}"));
         }
     }
-    if platforms.len() != SHIPPED.len() {
-        p.push(format!(
-            "{} platforms, expected {}",
-            platforms.len(),
-            SHIPPED.len()
-        ));
+    if platforms.is_empty() {
+        p.push("no platforms".into());
     }
     p
 }
@@ -233,6 +232,55 @@ fn krew_problems(m: &Value) -> Vec<String> {
 fn krew_manifest_is_valid() {
     let problems = krew_problems(&yaml(&root().join("krew-manifest.yaml")));
     assert!(problems.is_empty(), "{problems:#?}");
+    let text = fs::read_to_string(root().join("krew-manifest.yaml")).unwrap();
+    assert_eq!(yaml11_problems(&text), Vec::<String>::new());
+}
+
+/// What krew, reading YAML 1.1 (go-yaml v2 through sigs.k8s.io/yaml), would not
+/// load as strings: the manifest read with kubectl's decoder (the crate's
+/// transcription of go-yaml v2's resolver), every field krew types as a string.
+fn yaml11_problems(text: &str) -> Vec<String> {
+    let docs = kubectl_nvcf_worker::manifest::parse_stream(text.as_bytes()).unwrap();
+    let m = kubectl_nvcf_worker::manifest::to_json(docs[0].view());
+    let mut p = Vec::new();
+    let platforms = m["spec"]["platforms"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for (i, pl) in platforms.iter().enumerate() {
+        for key in ["uri", "sha256", "bin"] {
+            if !pl[key].is_string() {
+                p.push(format!("platforms[{i}].{key} is {} to YAML 1.1", pl[key]));
+            }
+        }
+    }
+    for key in ["version", "shortDescription", "homepage"] {
+        if !m["spec"][key].is_string() {
+            p.push(format!("spec.{key} is not a string to YAML 1.1"));
+        }
+    }
+    p
+}
+
+#[test]
+fn krew_reads_digests_as_strings() {
+    let text = fs::read_to_string(root().join("krew-manifest.yaml")).unwrap();
+    let quoted = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("sha256:"))
+        .unwrap();
+    // Look-alikes a YAML 1.2 reader takes as strings but YAML 1.1 does not: an
+    // all-digit digest is an integer, digits with one `e` a float.
+    for digest in ["0".repeat(64), format!("{}e12", "1".repeat(61))] {
+        let bare = text.replace(quoted, &format!("    sha256: {digest}"));
+        let problems = yaml11_problems(&bare);
+        assert!(
+            problems.iter().any(|p| p.contains("sha256")),
+            "{digest} was taken as a string: {problems:?}"
+        );
+        let quoted_again = text.replace(quoted, &format!("    sha256: \"{digest}\""));
+        assert_eq!(yaml11_problems(&quoted_again), Vec::<String>::new());
+    }
 }
 
 #[test]
@@ -249,7 +297,7 @@ fn krew_checks_reject_what_krew_rejects() {
 
     let good = yaml(&root().join("krew-manifest.yaml"));
     type Edit<'a> = (&'a str, &'a dyn Fn(&mut Value));
-    let edits: [Edit; 8] = [
+    let edits: [Edit; 9] = [
         ("version without v", &|m| {
             m["spec"]["version"] = "0.1.0".into()
         }),
@@ -261,21 +309,29 @@ fn krew_checks_reject_what_krew_rejects() {
             m["spec"]["platforms"][0]["sha256"] = "a".repeat(63).into()
         }),
         ("http uri", &|m| {
-            let uri = m["spec"]["platforms"][1]["uri"]
+            let uri = m["spec"]["platforms"][0]["uri"]
                 .as_str()
                 .unwrap()
                 .replace("https:", "http:");
-            m["spec"]["platforms"][1]["uri"] = uri.into()
+            m["spec"]["platforms"][0]["uri"] = uri.into()
         }),
         ("overlapping selectors", &|m| {
-            m["spec"]["platforms"][1]["selector"]["matchLabels"]
+            let mut other = m["spec"]["platforms"][0].clone();
+            other["selector"]["matchLabels"]
                 .as_mapping_mut()
                 .unwrap()
                 .remove("arch");
+            m["spec"]["platforms"]
+                .as_sequence_mut()
+                .unwrap()
+                .push(other);
         }),
-        ("no bin", &|m| m["spec"]["platforms"][2]["bin"] = "".into()),
+        ("a platform no release ships", &|m| {
+            m["spec"]["platforms"][0]["selector"]["matchLabels"]["os"] = "windows".into()
+        }),
+        ("no bin", &|m| m["spec"]["platforms"][0]["bin"] = "".into()),
         ("LICENSE not installed", &|m| {
-            m["spec"]["platforms"][3]["files"]
+            m["spec"]["platforms"][0]["files"]
                 .as_sequence_mut()
                 .unwrap()
                 .pop();
@@ -422,7 +478,7 @@ fn dist_script_packs_a_reproducible_archive_and_writes_the_host_entry() {
         .filter(|(a, b)| a != b)
         .map(|(_, b)| b)
         .collect();
-    let want = format!("    sha256: {digest}");
+    let want = format!("    sha256: \"{digest}\"");
     assert!(
         changed.is_empty() || changed == [want.as_str()],
         "{changed:?}"
@@ -437,30 +493,44 @@ fn dist_script_packs_a_reproducible_archive_and_writes_the_host_entry() {
 }
 
 #[test]
-fn dist_script_writes_only_the_named_targets_entry() {
+fn dist_script_adds_the_entry_of_a_newly_built_platform() {
     let tmp = dist_root();
     let r = tmp.path();
     let before: Value = yaml(&r.join("krew-manifest.yaml"));
+    let listed = before["spec"]["platforms"].as_sequence().unwrap().len();
     stdout(
         dist(r, &["--target", "aarch64-apple-darwin"]),
         "dist.sh --target aarch64-apple-darwin",
     );
     let name = format!("kubectl-nvcf-worker-{VERSION}-aarch64-apple-darwin.tar.gz");
     let sha = fs::read_to_string(r.join(format!("dist/{name}.sha256"))).unwrap();
-    let after: Value = yaml(&r.join("krew-manifest.yaml"));
+    let text = fs::read_to_string(r.join("krew-manifest.yaml")).unwrap();
+    let after: Value = serde_yaml::from_str(&text).unwrap();
     assert_eq!(
-        str_at(platform_entry(&after, "darwin", "arm64"), &["sha256"]),
-        &sha[..64]
+        after["spec"]["platforms"].as_sequence().unwrap().len(),
+        listed + 1
     );
-    for (os, arch, _) in &SHIPPED[..3] {
-        assert_eq!(
-            platform_entry(&after, os, arch),
-            platform_entry(&before, os, arch)
-        );
-    }
+    let entry = platform_entry(&after, "darwin", "arm64");
+    assert_eq!(str_at(entry, &["sha256"]), &sha[..64]);
+    assert!(str_at(entry, &["uri"]).ends_with(&format!("/v{VERSION}/{name}")));
+    assert_eq!(
+        platform_entry(&after, "linux", "amd64"),
+        platform_entry(&before, "linux", "amd64")
+    );
+    assert_eq!(krew_problems(&after), Vec::<String>::new());
+    assert_eq!(yaml11_problems(&text), Vec::<String>::new());
+
+    // Packing it again updates that entry in place.
+    stdout(
+        dist(r, &["--target", "aarch64-apple-darwin"]),
+        "dist.sh again",
+    );
+    assert_eq!(
+        fs::read_to_string(r.join("krew-manifest.yaml")).unwrap(),
+        text
+    );
 
     // A target krew has no entry for fails and leaves the manifest alone.
-    let text = fs::read_to_string(r.join("krew-manifest.yaml")).unwrap();
     let out = dist(r, &["--target", "riscv64gc-unknown-linux-gnu"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no krew platform"));
@@ -627,7 +697,46 @@ fn man_page_is_roff_with_every_subcommand() {
     assert!(page.contains(&VERSION.to_string()));
     for sub in subcommands() {
         // roff escapes hyphens: install\-kustomize\-plugin
-        let roff = format!("kubectl\\-nvcf\\-worker\\-{}(1)", sub.replace('-', "\\-"));
+        let roff = format!("\\fB{}\\fR", sub.replace('-', "\\-"));
         assert!(page.contains(&roff), "man page lacks {roff}");
+    }
+    // A page alone on stdout refers to no other page.
+    assert!(
+        !page.contains("(1)"),
+        "the page names pages it does not bring"
+    );
+}
+
+/// `man --dir` writes the main page and a page per subcommand, and every page
+/// one of them names is among them.
+#[test]
+fn man_dir_writes_every_page_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    run(BIN, &["man", "--dir", dir.path().to_str().unwrap()]);
+    let written: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        written.contains(&"kubectl-nvcf-worker.1".to_string()),
+        "{written:?}"
+    );
+    for sub in subcommands() {
+        let page = format!("kubectl-nvcf-worker-{sub}.1");
+        assert!(written.contains(&page), "{page} not written: {written:?}");
+    }
+    for file in &written {
+        let text = fs::read_to_string(dir.path().join(file)).unwrap();
+        let unescaped = text.replace("\\-", "-");
+        for (i, _) in unescaped.match_indices("(1)") {
+            let name = unescaped[..i]
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .next()
+                .unwrap();
+            assert!(
+                written.contains(&format!("{name}.1")),
+                "{file} names {name}(1), which is not written"
+            );
+        }
     }
 }
