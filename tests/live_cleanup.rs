@@ -1,61 +1,61 @@
-//! `cleanup` end to end through the built binary against the loopback API server:
-//! every safety rule, the request budget, and the faults it must survive.
+//! `cleanup` end to end through the built binary against the real control plane
+//! (requests pass the fault-injecting proxy, which records them): every safety
+//! rule, the request budget, and the faults it must survive.
 
 mod live_support;
 
 use std::time::{Duration, Instant};
 
 use live_support::*;
-use loopback_apiserver::{Fault, FaultKind};
 use serde_json::json;
+
+/// Objects get real creationTimestamps, so cleanup runs with `--min-age 0s`
+/// unless a test is about the age limit.
+fn cleanup(c: &Cluster, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["cleanup", "--min-age", "0s"];
+    args.extend_from_slice(extra);
+    c.run(&args)
+}
 
 #[test]
 fn default_prints_the_plan_and_deletes_nothing() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
-    let out = ok(&c.run(&["cleanup"]));
+    c.seed_trio(&c.ns, "nvcf-worker-gone");
+    let out = ok(&cleanup(&c, &[]));
     assert!(
         out.contains("plan: delete 1 identities (3 objects)"),
         "{out}"
     );
     assert!(
-        out.contains(
-            "delete team-a/nvcf-worker-gone (orphaned): RoleBinding, Role, ServiceAccount"
-        ),
+        out.contains(&format!(
+            "delete {}/nvcf-worker-gone (orphaned): RoleBinding, Role, ServiceAccount",
+            c.ns
+        )),
         "{out}"
     );
     assert!(out.contains("nothing deleted: rerun with --yes"), "{out}");
     assert!(c.deletes().is_empty());
-    assert_eq!(c.members(NS, "nvcf-worker-gone"), 3);
+    assert_eq!(c.members(&c.ns, "nvcf-worker-gone"), 3);
 }
 
 #[test]
 fn yes_deletes_orphans_rolebinding_role_serviceaccount_with_listed_uids() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
-    c.seed_trio(NS, "nvcf-worker-live", OLD);
-    c.seed_pod(NS, "live", "nvcf-worker-live", "Running");
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    c.seed_trio(&ns, "nvcf-worker-live");
+    c.seed_pod(&ns, "live", "nvcf-worker-live", "Running");
     let uids: Vec<String> = ["RoleBinding", "Role", "ServiceAccount"]
         .iter()
-        .map(|k| {
-            let v = if *k == "ServiceAccount" {
-                "v1"
-            } else {
-                "rbac.authorization.k8s.io/v1"
-            };
-            c.server.get(v, k, Some(NS), "nvcf-worker-gone").unwrap()["metadata"]["uid"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|k| c.uid(k, &ns, "nvcf-worker-gone"))
         .collect();
-    let out = ok(&c.run(&["cleanup", "--yes"]));
+    let out = ok(&cleanup(&c, &["--yes"]));
     assert!(
         out.contains("deleted: 1 identities (3 objects); skipped: 0; failed: 0"),
         "{out}"
     );
-    assert_eq!(c.members(NS, "nvcf-worker-gone"), 0);
-    assert_eq!(c.members(NS, "nvcf-worker-live"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
+    assert_eq!(c.members(&ns, "nvcf-worker-live"), 3);
     let deletes = c.deletes();
     let paths: Vec<&str> = deletes
         .iter()
@@ -70,11 +70,15 @@ fn yes_deletes_orphans_rolebinding_role_serviceaccount_with_listed_uids() {
 }
 
 #[test]
-fn server_dry_run_sends_every_delete_with_dry_run_all_and_deletes_nothing() {
+fn server_dry_run_sends_every_delete_with_dry_run_all_and_changes_nothing() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-a", OLD);
-    c.seed_trio(NS, "nvcf-worker-b", OLD);
-    let out = ok(&c.run(&["cleanup", "--dry-run=server"]));
+    let ns = c.ns.clone();
+    let seeded = [
+        c.seed_trio(&ns, "nvcf-worker-a"),
+        c.seed_trio(&ns, "nvcf-worker-b"),
+    ]
+    .concat();
+    let out = ok(&cleanup(&c, &["--dry-run=server"]));
     assert!(
         out.contains("server dry run, would delete: 2 identities (6 objects)"),
         "{out}"
@@ -85,51 +89,65 @@ fn server_dry_run_sends_every_delete_with_dry_run_all_and_deletes_nothing() {
         assert_eq!(r.param("dryRun"), Some("All"));
         assert_eq!(r.body.as_ref().unwrap()["dryRun"], json!(["All"]));
     }
-    assert_eq!(
-        c.members(NS, "nvcf-worker-a") + c.members(NS, "nvcf-worker-b"),
-        6
-    );
+    // The real server checked each delete and changed nothing: same objects, same
+    // resourceVersions.
+    for obj in &seeded {
+        let kind = obj["kind"].as_str().unwrap();
+        let name = obj["metadata"]["name"].as_str().unwrap();
+        let now = c
+            .get(obj["apiVersion"].as_str().unwrap(), kind, Some(&ns), name)
+            .unwrap_or_else(|| panic!("{kind} {name} was deleted by a dry run"));
+        assert_eq!(now["metadata"]["uid"], obj["metadata"]["uid"]);
+        assert_eq!(
+            now["metadata"]["resourceVersion"],
+            obj["metadata"]["resourceVersion"]
+        );
+        assert!(now["metadata"]["deletionTimestamp"].is_null());
+    }
 }
 
 #[test]
 fn identities_younger_than_min_age_are_never_taken() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-new", Duration::from_secs(120));
-    c.seed_trio(NS, "nvcf-worker-halfhour", Duration::from_secs(1800));
-    // Default 10m: the 2-minute-old one stays.
-    let out = ok(&c.run(&["cleanup", "--yes"]));
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-older");
+    // Real ages: the first trio is at least 5 s old when the second is made.
+    std::thread::sleep(Duration::from_secs(5));
+    c.seed_trio(&ns, "nvcf-worker-new");
+    let out = ok(&c.run(&["cleanup", "--yes", "--min-age", "3s"]));
     assert!(out.contains("keep 1 (young: 1)"), "{out}");
-    assert_eq!(c.members(NS, "nvcf-worker-new"), 3);
-    assert_eq!(c.members(NS, "nvcf-worker-halfhour"), 0);
-    // A longer minimum protects older ones too; a shorter one takes it.
-    c.seed_trio(NS, "nvcf-worker-halfhour", Duration::from_secs(1800));
-    ok(&c.run(&["cleanup", "--yes", "--min-age", "1h"]));
-    assert_eq!(c.members(NS, "nvcf-worker-halfhour"), 3);
-    ok(&c.run(&["cleanup", "--yes", "--min-age", "1m"]));
-    assert_eq!(c.members(NS, "nvcf-worker-new"), 0);
+    assert_eq!(c.members(&ns, "nvcf-worker-new"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-older"), 0);
+    // The default (10m) and a longer minimum protect it; 0s takes it.
+    for args in [
+        &["cleanup", "--yes"][..],
+        &["cleanup", "--yes", "--min-age", "1h"],
+    ] {
+        let out = ok(&c.run(args));
+        assert!(out.contains("keep 1 (young: 1)"), "{out}");
+        assert_eq!(c.members(&ns, "nvcf-worker-new"), 3);
+    }
+    ok(&cleanup(&c, &["--yes"]));
+    assert_eq!(c.members(&ns, "nvcf-worker-new"), 0);
 }
 
 #[test]
-fn uid_precondition_conflict_is_reported_as_skipped() {
+fn an_object_recreated_between_list_and_delete_is_left_alone() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-reused", OLD);
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-reused");
     // Hold the RoleBinding delete long enough to replace the object under it, as
     // the agent does when a new pod reuses the name.
-    c.server.add_fault(
+    c.add_fault(
         Fault::new(
             "/rolebindings/nvcf-worker-reused",
-            FaultKind::Delay(Duration::from_secs(2)),
+            FaultKind::Delay(Duration::from_secs(3)),
         )
         .method("DELETE"),
     );
     let run = {
         let kubeconfig = c.kubeconfig.clone();
-        std::thread::spawn(move || {
-            let mut cmd = std::process::Command::new(BIN);
-            cmd.args(["cleanup", "--yes", "--kubeconfig"])
-                .arg(kubeconfig);
-            output_within(cmd, Duration::from_secs(60))
-        })
+        std::thread::spawn(move || run_with(&kubeconfig, &["cleanup", "--yes", "--min-age", "0s"]))
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     while !c
@@ -140,41 +158,42 @@ fn uid_precondition_conflict_is_reported_as_skipped() {
         assert!(Instant::now() < deadline, "no RoleBinding delete arrived");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let rbac = "rbac.authorization.k8s.io/v1";
     let listed = c
-        .server
-        .get(rbac, "RoleBinding", Some(NS), "nvcf-worker-reused")
+        .get(RBAC, "RoleBinding", Some(&ns), "nvcf-worker-reused")
         .unwrap();
-    c.server
-        .delete(rbac, "RoleBinding", Some(NS), "nvcf-worker-reused");
+    assert!(c.delete(RBAC, "RoleBinding", Some(&ns), "nvcf-worker-reused"));
     let mut fresh = listed.clone();
-    fresh["metadata"] = json!({"name": "nvcf-worker-reused", "namespace": NS});
-    let fresh = c.server.create(fresh);
+    fresh["metadata"] = json!({"name": "nvcf-worker-reused", "namespace": ns});
+    let fresh = c.create(fresh);
     assert_ne!(fresh["metadata"]["uid"], listed["metadata"]["uid"]);
     let text = ok(&run.join().unwrap());
     assert!(
         text.contains("deleted: 0 identities (0 objects); skipped: 1; failed: 0"),
         "{text}"
     );
+    // The real server's 409 for the UID precondition.
     assert!(
-        text.contains("skipped team-a/nvcf-worker-reused: RoleBinding changed since it was listed (UID precondition failed"),
+        text.contains(&format!("skipped {ns}/nvcf-worker-reused: RoleBinding changed since it was listed (UID precondition failed")),
         "{text}"
     );
     // The new RoleBinding and everything after it in the order are untouched.
-    assert_eq!(c.members(NS, "nvcf-worker-reused"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-reused"), 3);
+    assert_eq!(
+        c.uid("RoleBinding", &ns, "nvcf-worker-reused"),
+        fresh["metadata"]["uid"].as_str().unwrap()
+    );
     assert_eq!(c.deletes().len(), 1);
 }
 
 #[test]
 fn only_nvcf_worker_names_are_ever_deleted() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-gone");
     for name in ["worker-gone", "nvcf-workerx", "my-nvcf-worker-gone"] {
-        for obj in trio(NS, name, OLD, None) {
-            c.server.create(obj);
-        }
+        c.seed_trio(&ns, name);
     }
-    ok(&c.run(&["cleanup", "--yes"]));
+    ok(&cleanup(&c, &["--yes"]));
     let deletes = c.deletes();
     assert_eq!(deletes.len(), 3);
     assert!(deletes.iter().all(|r| r
@@ -184,23 +203,24 @@ fn only_nvcf_worker_names_are_ever_deleted() {
         .unwrap()
         .starts_with("nvcf-worker-")));
     for name in ["worker-gone", "nvcf-workerx", "my-nvcf-worker-gone"] {
-        assert_eq!(c.members(NS, name), 3, "{name}");
+        assert_eq!(c.members(&ns, name), 3, "{name}");
     }
 }
 
 #[test]
 fn terminated_pods_count_as_gone_only_with_include_terminated() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-done", OLD);
-    c.seed_pod(NS, "done", "nvcf-worker-done", "Succeeded");
-    c.seed_trio(NS, "nvcf-worker-crashed", OLD);
-    c.seed_pod(NS, "crashed", "nvcf-worker-crashed", "Failed");
-    let out = ok(&c.run(&["cleanup", "--yes"]));
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-done");
+    c.seed_pod(&ns, "done", "nvcf-worker-done", "Succeeded");
+    c.seed_trio(&ns, "nvcf-worker-crashed");
+    c.seed_pod(&ns, "crashed", "nvcf-worker-crashed", "Failed");
+    let out = ok(&cleanup(&c, &["--yes"]));
     assert!(out.contains("delete 0 identities"), "{out}");
     assert!(c.deletes().is_empty());
-    ok(&c.run(&["cleanup", "--yes", "--include-terminated"]));
+    ok(&cleanup(&c, &["--yes", "--include-terminated"]));
     assert_eq!(
-        c.members(NS, "nvcf-worker-done") + c.members(NS, "nvcf-worker-crashed"),
+        c.members(&ns, "nvcf-worker-done") + c.members(&ns, "nvcf-worker-crashed"),
         0
     );
 }
@@ -208,51 +228,51 @@ fn terminated_pods_count_as_gone_only_with_include_terminated() {
 #[test]
 fn manifest_identity_with_an_existing_workload_is_never_orphaned() {
     let c = Cluster::start();
-    c.server.create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": NS},
-        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}}}}));
-    c.server.create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": "nightly", "namespace": NS},
-        "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "a", "image": "x"}]}}}}}}));
-    c.seed_manifest_trio(NS, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
+    let ns = c.ns.clone();
+    c.create(deployment(&ns, "web"));
+    c.create(cron_job(&ns, "nightly"));
+    c.seed_manifest_trio(&ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
     c.seed_manifest_trio(
-        NS,
+        &ns,
         "nvcf-worker-nightly",
         ("batch/v1", "CronJob", "nightly"),
     );
     c.seed_manifest_trio(
-        NS,
+        &ns,
         "nvcf-worker-removed",
         ("batch/v1", "CronJob", "removed"),
     );
-    let out = ok(&c.run(&["cleanup", "--yes"]));
+    let out = ok(&cleanup(&c, &["--yes"]));
     assert!(out.contains("keep 2 (active: 2)"), "{out}");
-    assert_eq!(c.members(NS, "nvcf-worker-web"), 3);
-    assert_eq!(c.members(NS, "nvcf-worker-nightly"), 3);
-    assert_eq!(c.members(NS, "nvcf-worker-removed"), 0);
+    assert_eq!(c.members(&ns, "nvcf-worker-web"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-nightly"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-removed"), 0);
 }
 
 #[test]
 fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
     let c = Cluster::start();
+    let ns = c.ns.clone();
     for i in 0..7 {
-        c.seed_trio(NS, &format!("nvcf-worker-gone-{i}"), OLD);
+        c.seed_trio(&ns, &format!("nvcf-worker-gone-{i}"));
     }
     for i in 0..3 {
-        c.seed_trio(NS, &format!("nvcf-worker-live-{i}"), OLD);
+        c.seed_trio(&ns, &format!("nvcf-worker-live-{i}"));
         c.seed_pod(
-            NS,
+            &ns,
             &format!("live-{i}"),
             &format!("nvcf-worker-live-{i}"),
             "Running",
         );
     }
-    c.server.clear_requests();
-    ok(&c.run(&["cleanup", "--yes", "--chunk-size", "4"]));
-    let requests = c.server.requests();
-    // 10 objects per trio kind → 3 pages each; 3 pods → 1 page; one (empty) page
-    // per built-in workload kind, whose pod templates may use an identity.
+    // The controller-manager adds the namespace's `default` ServiceAccount: 11
+    // accounts, still 3 pages of 4.
+    c.wait_for_default_account(&ns);
+    c.clear_requests();
+    ok(&cleanup(&c, &["--yes", "--chunk-size", "4"]));
+    let requests = c.requests();
+    // 10 or 11 objects per trio kind → 3 pages each; 3 pods → 1 page; one (empty)
+    // page per built-in workload kind, whose pod templates may use an identity.
     let pages = 3 * 3 + 1 + 7;
     assert_eq!(list_requests(&requests), pages);
     assert_eq!(c.deletes().len(), 3 * 7);
@@ -285,10 +305,9 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
 #[test]
 fn server_errors_and_throttling_are_retried_honouring_retry_after() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
-    c.server
-        .add_fault(Fault::new("/serviceaccounts", FaultKind::Status(500)).method("GET"));
-    c.server.add_fault(
+    c.seed_trio(&c.ns, "nvcf-worker-gone");
+    c.add_fault(Fault::new("/serviceaccounts", FaultKind::Status(500)).method("GET"));
+    c.add_fault(
         Fault::new(
             "/roles/nvcf-worker-gone",
             FaultKind::TooManyRequests {
@@ -298,32 +317,27 @@ fn server_errors_and_throttling_are_retried_honouring_retry_after() {
         .method("DELETE"),
     );
     let started = Instant::now();
-    let out = ok(&c.run(&["cleanup", "--yes"]));
+    let out = ok(&cleanup(&c, &["--yes"]));
     assert!(
         started.elapsed() >= Duration::from_secs(2),
         "Retry-After was not honoured"
     );
     assert!(out.contains("deleted: 1 identities (3 objects)"), "{out}");
-    assert!(c.server.pending_faults().is_empty());
-    assert_eq!(c.members(NS, "nvcf-worker-gone"), 0);
+    assert!(c.pending_faults().is_empty());
+    assert_eq!(c.members(&c.ns, "nvcf-worker-gone"), 0);
 }
 
 #[test]
 fn an_expired_continue_token_restarts_the_list() {
     let c = Cluster::start();
     for i in 0..5 {
-        c.seed_trio(NS, &format!("nvcf-worker-gone-{i}"), OLD);
+        c.seed_trio(&c.ns, &format!("nvcf-worker-gone-{i}"));
     }
-    c.server
-        .add_fault(Fault::new("/serviceaccounts", FaultKind::ExpireContinue));
-    let out = ok(&c.run(&["cleanup", "--yes", "--chunk-size", "2"]));
+    c.add_fault(Fault::new("/serviceaccounts", FaultKind::ExpireContinue));
+    let out = ok(&cleanup(&c, &["--yes", "--chunk-size", "2"]));
     assert!(out.contains("deleted: 5 identities (15 objects)"), "{out}");
-    assert!(
-        c.server.pending_faults().is_empty(),
-        "the fault never fired"
-    );
+    assert!(c.pending_faults().is_empty(), "the fault never fired");
     let sa_lists: Vec<_> = c
-        .server
         .requests()
         .into_iter()
         .filter(|r| r.method == "GET" && r.path.ends_with("/serviceaccounts"))
@@ -340,64 +354,111 @@ fn an_expired_continue_token_restarts_the_list() {
 }
 
 #[test]
+fn dropped_connections_are_retried_and_a_delete_the_server_did_counts_as_done() {
+    let c = Cluster::start();
+    c.seed_trio(&c.ns, "nvcf-worker-gone");
+    // A list whose connection drops before the server sees it, and a delete the
+    // server performs while the client loses the answer (its retry gets 404).
+    c.add_fault(Fault::new("/rolebindings", FaultKind::Drop).method("GET"));
+    c.add_fault(
+        Fault::new("/roles/nvcf-worker-gone", FaultKind::DropAfterForward).method("DELETE"),
+    );
+    let out = ok(&cleanup(&c, &["--yes"]));
+    // The Role whose answer was lost counts as done (its retry found it gone) but
+    // not as deleted by this run: the client cannot tell who deleted it.
+    assert!(
+        out.contains("deleted: 1 identities (2 objects); skipped: 0; failed: 0"),
+        "{out}"
+    );
+    assert!(c.pending_faults().is_empty());
+    assert_eq!(c.members(&c.ns, "nvcf-worker-gone"), 0);
+    let role_deletes = c
+        .deletes()
+        .iter()
+        .filter(|r| r.path.contains("/roles/"))
+        .count();
+    assert_eq!(role_deletes, 2);
+}
+
+#[test]
 fn forbidden_stops_with_the_missing_permission() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
-    c.server.add_fault(
-        Fault::new("/rolebindings/", FaultKind::Forbidden)
-            .method("DELETE")
-            .times(10),
-    );
-    let out = c.run(&["cleanup", "--yes"]);
-    assert_eq!(out.status.code(), Some(1));
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    // A real user whose Role allows everything cleanup does except deleting
+    // RoleBindings.
+    let user = format!("restricted-{}", c.id);
+    c.create(json!({"apiVersion": RBAC, "kind": "Role",
+        "metadata": {"name": "cleanup-but-rolebindings", "namespace": ns},
+        "rules": [
+            {"apiGroups": [""], "resources": ["serviceaccounts", "pods"], "verbs": ["list"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["delete"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["delete"]}]}));
+    c.create(json!({"apiVersion": RBAC, "kind": "RoleBinding",
+        "metadata": {"name": "cleanup-but-rolebindings", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cleanup-but-rolebindings"},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}));
+    let kubeconfig = c.cp.user_kubeconfig(&user, &[], Some(&ns));
+    let out = run_with(&kubeconfig, &["cleanup", "--yes", "--min-age", "0s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("forbidden: the account may not delete rolebindings.rbac.authorization.k8s.io in namespace \"team-a\""),
+        err.contains(&format!("forbidden: the account may not delete rolebindings.rbac.authorization.k8s.io in namespace \"{ns}\"")),
         "{err}"
     );
-    assert_eq!(c.members(NS, "nvcf-worker-gone"), 3);
+    assert!(
+        err.contains(&format!(
+            "User \"{user}\" cannot delete resource \"rolebindings\""
+        )),
+        "{err}"
+    );
+    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 3);
 }
 
 #[test]
 fn an_interrupted_cleanup_can_be_rerun_and_finishes_the_job() {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
-    c.server.add_fault(
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    c.add_fault(
         Fault::new("/serviceaccounts/nvcf-worker-gone", FaultKind::Status(503))
             .method("DELETE")
             .times(50),
     );
-    let out = c.run(&["cleanup", "--yes"]);
+    let out = cleanup(&c, &["--yes"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("failed: 1"), "{}", stdout(&out));
     assert!(
-        stderr(&out).contains(
-            "error: team-a/nvcf-worker-gone: delete serviceaccounts: gave up after 5 attempts"
-        ),
+        stderr(&out).contains(&format!(
+            "error: {ns}/nvcf-worker-gone: delete serviceaccounts: gave up after 5 attempts"
+        )),
         "{}",
         stderr(&out)
     );
     // RoleBinding and Role went; the ServiceAccount is a partial leftover.
-    assert_eq!(c.members(NS, "nvcf-worker-gone"), 1);
-    c.server.clear_faults();
-    let out = ok(&c.run(&["cleanup", "--yes"]));
+    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 1);
+    c.clear_faults();
+    let out = ok(&cleanup(&c, &["--yes"]));
     assert!(
-        out.contains("delete team-a/nvcf-worker-gone (partial): ServiceAccount"),
+        out.contains(&format!(
+            "delete {ns}/nvcf-worker-gone (partial): ServiceAccount"
+        )),
         "{out}"
     );
-    assert_eq!(c.members(NS, "nvcf-worker-gone"), 0);
+    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
 }
 
 #[test]
 fn all_namespaces_lists_each_kind_once_across_the_cluster() {
-    let c = Cluster::start();
-    c.seed_trio("team-a", "nvcf-worker-a", OLD);
-    c.seed_trio("team-b", "nvcf-worker-b", OLD);
-    c.server.clear_requests();
-    let out = ok(&c.run(&["cleanup", "-A", "--yes"]));
+    let c = Cluster::start_exclusive();
+    let (a, b) = (c.ns.clone(), c.ns_named("team-b"));
+    c.seed_trio(&a, "nvcf-worker-a");
+    c.seed_trio(&b, "nvcf-worker-b");
+    c.clear_requests();
+    let out = ok(&cleanup(&c, &["-A", "--yes"]));
     assert!(out.contains("deleted: 2 identities"), "{out}");
     let lists: Vec<String> = c
-        .server
         .requests()
         .into_iter()
         .filter(|r| r.method == "GET")
@@ -410,9 +471,10 @@ fn all_namespaces_lists_each_kind_once_across_the_cluster() {
         "{lists:?}"
     );
     // -n scopes to one namespace.
-    c.seed_trio("team-b", "nvcf-worker-b", OLD);
-    c.seed_trio("team-c", "nvcf-worker-c", OLD);
-    ok(&c.run(&["cleanup", "-n", "team-c", "--yes"]));
-    assert_eq!(c.members("team-c", "nvcf-worker-c"), 0);
-    assert_eq!(c.members("team-b", "nvcf-worker-b"), 3);
+    let cc = c.ns_named("team-c");
+    c.seed_trio(&b, "nvcf-worker-b");
+    c.seed_trio(&cc, "nvcf-worker-c");
+    ok(&cleanup(&c, &["-n", &cc, "--yes"]));
+    assert_eq!(c.members(&cc, "nvcf-worker-c"), 0);
+    assert_eq!(c.members(&b, "nvcf-worker-b"), 3);
 }

@@ -1,13 +1,17 @@
-//! deploy/: the CronJob manifests pass our own guard, and their ClusterRole allows
-//! every request a real `cleanup -A --yes` makes and nothing beyond list + delete.
+//! deploy/: the CronJob manifests pass our own guard and the real server's strict
+//! validation, and their ClusterRole is exactly what `cleanup -A --yes` needs: run
+//! as the deploy/ ServiceAccount (with a TokenRequest token, and by impersonation)
+//! against the real RBAC authorizer it succeeds, and with any one permission
+//! removed it stops with a message naming that permission.
 
 mod live_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use live_support::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn deploy_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy"))
@@ -90,10 +94,41 @@ fn cluster_role_is_list_and_delete_only_on_what_cleanup_needs() {
     }
 }
 
-#[test]
-fn cluster_role_covers_every_request_of_a_cleanup_run() {
-    let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
+const DEPLOY_NS: &str = "nvcf-identity-cleanup";
+const JANITOR: &str = "system:serviceaccount:nvcf-identity-cleanup:identity-janitor";
+
+/// Whether the real authorizer lets the janitor `verb` `resource` in all namespaces.
+fn janitor_may(c: &Cluster, group: &str, resource: &str, verb: &str) -> bool {
+    let review = c
+        .admin
+        .call(
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            Some(&json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": JANITOR,
+                    "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{DEPLOY_NS}"), "system:authenticated"],
+                    "resourceAttributes": {"group": group, "resource": resource, "verb": verb}}})),
+        )
+        .expect("SubjectAccessReview");
+    review["status"]["allowed"] == json!(true)
+}
+
+/// Waits (bounded) until the authorizer's cache agrees with the ClusterRole.
+fn wait_for_authorizer(c: &Cluster, grant: &(String, String, String), allowed: bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while janitor_may(c, &grant.0, &grant.1, &grant.2) != allowed {
+        assert!(
+            Instant::now() < deadline,
+            "RBAC never reflected {grant:?} = {allowed}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Identities that make a cleanup run list every kind and delete every member:
+/// one orphan, and manifest identities naming each workload kind (all gone).
+fn seed_everything(c: &Cluster, round: usize) {
+    c.seed_trio(&c.ns, &format!("nvcf-worker-gone-{round}"));
     for (v, k, n) in [
         ("apps/v1", "Deployment", "d"),
         ("apps/v1", "StatefulSet", "s"),
@@ -101,39 +136,155 @@ fn cluster_role_covers_every_request_of_a_cleanup_run() {
         ("apps/v1", "ReplicaSet", "rs"),
         ("batch/v1", "Job", "j"),
         ("batch/v1", "CronJob", "cj"),
+        ("v1", "ReplicationController", "rc"),
     ] {
-        c.seed_manifest_trio(NS, &format!("nvcf-worker-{n}"), (v, k, n));
-    }
-    c.server.clear_requests();
-    ok(&c.run(&["cleanup", "-A", "--yes"]));
-    let grants = grants(&cluster_role());
-    let mut used = BTreeSet::new();
-    for r in c.server.requests() {
-        let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
-        let (group, rest) = match parts[0] {
-            "api" => ("", &parts[2..]),
-            _ => (parts[1], &parts[3..]),
-        };
-        let rest = if rest.first() == Some(&"namespaces") {
-            &rest[2..]
-        } else {
-            rest
-        };
-        let verb = match (r.method.as_str(), rest.len()) {
-            ("GET", 1) => "list",
-            ("DELETE", 2) => "delete",
-            other => panic!("unexpected request {other:?} {}", r.path),
-        };
-        let key = (group.to_string(), rest[0].to_string(), verb.to_string());
-        assert!(grants.contains(&key), "deploy/rbac.yaml lacks {key:?}");
-        used.insert(key);
-    }
-    // The run exercised the workload lists the role exists for.
-    for resource in ["deployments", "statefulsets", "daemonsets", "replicasets"] {
-        assert!(
-            used.contains(&("apps".into(), resource.into(), "list".into())),
-            "{used:?}"
+        c.seed_manifest_trio(
+            &c.ns,
+            &format!("nvcf-worker-{n}-{round}"),
+            (v, k, &format!("{n}-{round}")),
         );
     }
-    assert!(used.contains(&("".into(), "serviceaccounts".into(), "delete".into())));
+}
+
+#[test]
+fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() {
+    // -A: the control plane to itself.
+    let c = Cluster::start_exclusive();
+    let bin = tempfile::tempdir().unwrap();
+    // First what the server thinks of it, under strict field validation (a server
+    // dry run cannot create the namespace its objects go into, so it exists first).
+    ok(&kubectl(
+        bin.path(),
+        &c.admin_kubeconfig,
+        &[
+            "apply",
+            "-f",
+            deploy_dir().join("namespace.yaml").to_str().unwrap(),
+        ],
+    ));
+    c.adopt_namespace(DEPLOY_NS);
+    let dry = kubectl(
+        bin.path(),
+        &c.admin_kubeconfig,
+        &[
+            "apply",
+            "-k",
+            deploy_dir().to_str().unwrap(),
+            "--dry-run=server",
+            "--validate=strict",
+        ],
+    );
+    let text = ok(&dry);
+    assert_eq!(
+        text.matches("created (server dry run)").count(),
+        4,
+        "{text}"
+    );
+    assert_eq!(text.matches(" (server dry run)").count(), 5, "{text}");
+    assert!(
+        !stderr(&dry).to_lowercase().contains("warning"),
+        "{}",
+        stderr(&dry)
+    );
+    let applied = ok(&kubectl(
+        bin.path(),
+        &c.admin_kubeconfig,
+        &[
+            "apply",
+            "-k",
+            deploy_dir().to_str().unwrap(),
+            "--validate=strict",
+        ],
+    ));
+    assert!(
+        applied.contains("clusterrole.rbac.authorization.k8s.io/nvcf-identity-cleanup created"),
+        "{applied}"
+    );
+    c.adopt_cluster_scoped(RBAC, "ClusterRole", "nvcf-identity-cleanup");
+    c.adopt_cluster_scoped(RBAC, "ClusterRoleBinding", "nvcf-identity-cleanup");
+
+    // With the deploy/ permissions, as the account's own token: everything goes.
+    let token = c.token(DEPLOY_NS, "identity-janitor", &[], 3600);
+    let as_token = c.cp.token_kubeconfig("janitor", &token, None);
+    let as_impersonated = c.cp.impersonating_kubeconfig("janitor", JANITOR, None);
+    seed_everything(&c, 0);
+    let args = ["cleanup", "-A", "--yes", "--min-age", "0s"];
+    let out = ok(&run_with(&as_token, &args));
+    assert!(
+        out.contains("deleted: 8 identities (24 objects); skipped: 0; failed: 0"),
+        "{out}"
+    );
+
+    // Without any one of them: a clear stop naming it, for each in turn.
+    let role = c
+        .get(RBAC, "ClusterRole", None, "nvcf-identity-cleanup")
+        .unwrap();
+    let all = grants(&role);
+    for (round, missing) in all.iter().enumerate() {
+        let (group, resource, verb) = missing;
+        let mut narrowed = role.clone();
+        narrowed["metadata"] = json!({"name": "nvcf-identity-cleanup"});
+        narrowed["rules"] = all
+            .iter()
+            .filter(|g| *g != missing)
+            .map(|(g, r, v)| json!({"apiGroups": [g], "resources": [r], "verbs": [v]}))
+            .collect();
+        c.admin
+            .call(
+                "PUT",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/nvcf-identity-cleanup",
+                Some(&narrowed),
+            )
+            .expect("narrow the ClusterRole");
+        wait_for_authorizer(&c, missing, false);
+        seed_everything(&c, round + 1);
+        // Alternate the two ways an operator runs as the account.
+        let kubeconfig = if round % 2 == 0 {
+            &as_token
+        } else {
+            &as_impersonated
+        };
+        let out = run_with(kubeconfig, &args);
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "without {missing:?}: {}\n{err}",
+            stdout(&out)
+        );
+        let named = if group.is_empty() {
+            resource.clone()
+        } else {
+            format!("{resource}.{group}")
+        };
+        assert!(
+            err.contains(&format!("forbidden: the account may not {verb} {named}")),
+            "without {missing:?}: {err}"
+        );
+        c.admin
+            .call(
+                "PUT",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/nvcf-identity-cleanup",
+                Some(&{
+                    let mut r = role.clone();
+                    r["metadata"] = json!({"name": "nvcf-identity-cleanup"});
+                    r
+                }),
+            )
+            .expect("restore the ClusterRole");
+        wait_for_authorizer(&c, missing, true);
+    }
+    // Restored: the next run finishes what the refused ones left.
+    let out = ok(&run_with(&as_impersonated, &args));
+    assert!(out.contains("skipped: 0; failed: 0"), "{out}");
+    assert_eq!(
+        c.list("v1", "ServiceAccount", Some(&c.ns))
+            .iter()
+            .filter(|s| s["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("nvcf-worker-"))
+            .count(),
+        0
+    );
 }

@@ -1,5 +1,6 @@
-//! `list` end to end: states and owners, the versioned JSON/YAML document, and
-//! both plugin names through the real kubectl's plugin dispatch.
+//! `list` end to end against the real control plane: states and owners, the
+//! versioned JSON/YAML document, and both plugin names through the real kubectl's
+//! plugin dispatch.
 
 mod live_support;
 
@@ -8,31 +9,34 @@ use std::time::Duration;
 use live_support::*;
 use serde_json::{json, Value};
 
+/// The real server stamps creationTimestamp itself, so ages are real: commands
+/// run with `--min-age 0s` unless a test makes an identity young on purpose.
+const ANY_AGE: [&str; 2] = ["--min-age", "0s"];
+
 fn seeded() -> Cluster {
     let c = Cluster::start();
-    c.seed_trio(NS, "nvcf-worker-runner", OLD);
-    c.seed_pod(NS, "runner", "nvcf-worker-runner", "Running");
-    c.seed_trio(NS, "nvcf-worker-gone", OLD);
-    c.seed_trio(NS, "nvcf-worker-fresh", Duration::from_secs(30));
-    c.seed_trio(NS, "nvcf-worker-half", OLD);
-    c.server.delete(
-        "rbac.authorization.k8s.io/v1",
-        "RoleBinding",
-        Some(NS),
-        "nvcf-worker-half",
-    );
-    c.server.create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": NS},
-        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}}}}));
-    c.seed_manifest_trio(NS, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-runner");
+    c.seed_pod(&ns, "runner", "nvcf-worker-runner", "Running");
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    c.seed_trio(&ns, "nvcf-worker-half");
+    c.delete(RBAC, "RoleBinding", Some(&ns), "nvcf-worker-half");
+    c.create(deployment(&ns, "web"));
+    c.seed_manifest_trio(&ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
     c
+}
+
+fn args<'a>(a: &[&'a str]) -> Vec<&'a str> {
+    a.iter().copied().chain(ANY_AGE).collect()
 }
 
 #[test]
 fn table_shows_one_row_per_identity_with_owner_and_state() {
     let c = seeded();
-    let out = ok(&c.run(&["list"]));
+    // Everything above is at least 4 s old; this one is younger than --min-age 3s.
+    std::thread::sleep(Duration::from_secs(4));
+    c.seed_trio(&c.ns, "nvcf-worker-fresh");
+    let out = ok(&c.run(&["list", "--min-age", "3s"]));
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("NAMESPACE   NAME"), "{out}");
     assert_eq!(lines.len(), 6, "{out}");
@@ -44,28 +48,25 @@ fn table_shows_one_row_per_identity_with_owner_and_state() {
             .split_whitespace()
             .collect()
     };
+    let runner = row("nvcf-worker-runner");
     assert_eq!(
-        row("nvcf-worker-runner"),
+        [&runner[..6], &runner[7..]].concat(),
         [
-            "team-a",
+            c.ns.as_str(),
             "nvcf-worker-runner",
             "pod",
             "pod/runner",
             "Running",
             "complete",
-            "60m",
             "active"
         ]
     );
-    assert_eq!(
-        row("nvcf-worker-gone")[4..],
-        ["gone", "complete", "60m", "orphaned"]
-    );
+    assert!(runner[6].ends_with('s'), "age {}", runner[6]);
+    assert_eq!(row("nvcf-worker-gone")[4..6], ["gone", "complete"]);
+    assert_eq!(row("nvcf-worker-gone")[7], "orphaned");
     assert_eq!(row("nvcf-worker-fresh")[7], "young");
-    assert_eq!(
-        row("nvcf-worker-half")[5..],
-        ["no", "RoleBinding", "60m", "partial"]
-    );
+    assert_eq!(row("nvcf-worker-half")[5..7], ["no", "RoleBinding"]);
+    assert_eq!(row("nvcf-worker-half")[8], "partial");
     assert_eq!(
         row("nvcf-worker-web")[2..5],
         ["manifest", "deployment/web", "exists"]
@@ -77,11 +78,11 @@ fn table_shows_one_row_per_identity_with_owner_and_state() {
 #[test]
 fn json_and_yaml_are_a_versioned_worker_identity_list() {
     let c = seeded();
-    let doc: Value = serde_json::from_str(&ok(&c.run(&["list", "-o", "json"]))).unwrap();
+    let doc: Value = serde_json::from_str(&ok(&c.run(&args(&["list", "-o", "json"])))).unwrap();
     assert_eq!(doc["apiVersion"], "nvcf.io/v1alpha1");
     assert_eq!(doc["kind"], "WorkerIdentityList");
     let items = doc["items"].as_array().unwrap();
-    assert_eq!(items.len(), 5);
+    assert_eq!(items.len(), 4);
     let web = items
         .iter()
         .find(|i| i["name"] == "nvcf-worker-web")
@@ -94,12 +95,15 @@ fn json_and_yaml_are_a_versioned_worker_identity_list() {
     assert_eq!(web["complete"], true);
     assert_eq!(web["state"], "active");
     let sa = c
-        .server
-        .get("v1", "ServiceAccount", Some(NS), "nvcf-worker-web")
+        .get("v1", "ServiceAccount", Some(&c.ns), "nvcf-worker-web")
         .unwrap();
     assert_eq!(
         web["members"]["serviceAccount"]["uid"],
         sa["metadata"]["uid"]
+    );
+    assert_eq!(
+        web["members"]["serviceAccount"]["createdAt"],
+        sa["metadata"]["creationTimestamp"]
     );
     let half = items
         .iter()
@@ -108,7 +112,7 @@ fn json_and_yaml_are_a_versioned_worker_identity_list() {
     assert_eq!(half["members"]["roleBinding"], Value::Null);
     assert_eq!(half["state"], "partial");
 
-    let yaml = ok(&c.run(&["list", "-o", "yaml"]));
+    let yaml = ok(&c.run(&args(&["list", "-o", "yaml"])));
     let mut from_yaml: Value = serde_yaml::from_str(&yaml).unwrap();
     // Ages move between the two runs; everything else must match.
     let mut doc = doc;
@@ -124,12 +128,12 @@ fn json_and_yaml_are_a_versioned_worker_identity_list() {
 #[test]
 fn kubectl_runs_both_plugin_names() {
     let c = seeded();
-    // kubectl-nvcf_worker → `kubectl nvcf-worker`.
+    // kubectl-nvcf_worker → `kubectl nvcf-worker`, straight to the real server.
     let dir = plugin_dir("kubectl-nvcf_worker");
     let out = ok(&kubectl(
         dir.path(),
-        &c.kubeconfig,
-        &["nvcf-worker", "list"],
+        &c.admin_kubeconfig,
+        &["nvcf-worker", "list", "--min-age", "0s"],
     ));
     assert!(
         out.contains("nvcf-worker-runner") && out.contains("orphaned"),
@@ -139,15 +143,15 @@ fn kubectl_runs_both_plugin_names() {
     let dir = plugin_dir("kubectl-nvcf-worker");
     let out = ok(&kubectl(
         dir.path(),
-        &c.kubeconfig,
+        &c.admin_kubeconfig,
         &["nvcf", "worker", "list", "-o", "json"],
     ));
     let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["items"].as_array().unwrap().len(), 5);
+    assert_eq!(doc["items"].as_array().unwrap().len(), 4);
     // Help names the command the way users type it, with an example.
     let help = ok(&kubectl(
         dir.path(),
-        &c.kubeconfig,
+        &c.admin_kubeconfig,
         &["nvcf", "worker", "cleanup", "--help"],
     ));
     assert!(
@@ -158,20 +162,26 @@ fn kubectl_runs_both_plugin_names() {
 
 #[test]
 fn context_namespace_is_the_default_and_all_namespaces_spans_them() {
-    let c = seeded();
-    c.seed_trio("team-b", "nvcf-worker-elsewhere", OLD);
-    let out = ok(&c.run(&["list"]));
+    // -A sees every namespace: no other test may have objects meanwhile.
+    let c = Cluster::start_exclusive();
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-runner");
+    c.seed_pod(&ns, "runner", "nvcf-worker-runner", "Running");
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    let team_b = c.ns_named("team-b");
+    c.seed_trio(&team_b, "nvcf-worker-elsewhere");
+    let out = ok(&c.run(&args(&["list"])));
     assert!(!out.contains("nvcf-worker-elsewhere"), "{out}");
-    let out = ok(&c.run(&["list", "-n", "team-b"]));
+    let out = ok(&c.run(&args(&["list", "-n", &team_b])));
     assert!(
         out.lines().any(|l| l
             .split_whitespace()
             .take(2)
-            .eq(["team-b", "nvcf-worker-elsewhere"])),
+            .eq([team_b.as_str(), "nvcf-worker-elsewhere"])),
         "{out}"
     );
-    let out = ok(&c.run(&["list", "-A"]));
-    assert_eq!(out.lines().count(), 7, "{out}");
+    let out = ok(&c.run(&args(&["list", "-A"])));
+    assert_eq!(out.lines().count(), 4, "{out}");
     assert!(
         out.contains("nvcf-worker-elsewhere") && out.contains("nvcf-worker-runner"),
         "{out}"
@@ -181,7 +191,8 @@ fn context_namespace_is_the_default_and_all_namespaces_spans_them() {
 #[test]
 fn an_empty_namespace_says_so() {
     let c = Cluster::start();
-    let out = ok(&c.run(&["list", "-n", "nothing-here"]));
+    let empty = c.ns_named("nothing-here");
+    let out = ok(&c.run(&["list", "-n", &empty]));
     assert_eq!(out.trim(), "No worker identities found.");
 }
 
@@ -200,15 +211,11 @@ fn a_bad_context_is_a_clear_error() {
 #[test]
 fn request_timeout_cuts_a_stalled_request_and_the_retry_succeeds() {
     let c = seeded();
-    c.server.add_fault(
-        loopback_apiserver::Fault::new(
-            "/serviceaccounts",
-            loopback_apiserver::FaultKind::Delay(Duration::from_secs(5)),
-        )
-        .method("GET"),
+    c.add_fault(
+        Fault::new("/serviceaccounts", FaultKind::Delay(Duration::from_secs(5))).method("GET"),
     );
     let started = std::time::Instant::now();
-    let out = ok(&c.run(&["list", "--request-timeout", "1s"]));
+    let out = ok(&c.run(&args(&["list", "--request-timeout", "1s"])));
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "{:?}",
@@ -216,7 +223,6 @@ fn request_timeout_cuts_a_stalled_request_and_the_retry_succeeds() {
     );
     assert!(out.contains("nvcf-worker-runner"), "{out}");
     let sa_lists = c
-        .server
         .requests()
         .iter()
         .filter(|r| r.path.ends_with("/serviceaccounts"))
