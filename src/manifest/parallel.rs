@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::node::{Node, Value};
-use super::parse::{parse_stream, Document, ParseError};
+use super::parse::{parse_stream, Document, ParseError, YamlError};
 
 type Parsed = Result<Vec<Document>, ParseError>;
 
@@ -73,6 +73,7 @@ fn shift_lines(n: &mut Node, by: u32) {
 
 /// `parse_stream`, on every core for large input; the same result either way.
 pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> {
+    json_stream_problem(input)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || input.len() < 2 * CHUNK {
         return parse_stream(input);
@@ -177,4 +178,31 @@ mod tests {
             );
         }
     }
+}
+
+/// kubectl reads a file whose first character is `{` as a stream of JSON values
+/// (apimachinery's YAMLOrJSONDecoder), not as YAML: YAML syntax in it (anchors, tags,
+/// unquoted strings, comments) makes kubectl refuse the file, so it is refused here.
+pub fn json_stream_problem(input: &[u8]) -> Result<(), ParseError> {
+    let body = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Ok(());
+    }
+    let mut values =
+        serde_json::Deserializer::from_slice(body).into_iter::<serde::de::IgnoredAny>();
+    let mut index = 0;
+    while let Some(next) = values.next() {
+        if let Err(e) = next {
+            return Err(ParseError {
+                index,
+                error: YamlError::Syntax {
+                    problem: format!("a file starting with `{{` is JSON to kubectl: {e}"),
+                    line: e.line() as u32,
+                    column: e.column() as u32,
+                },
+            });
+        }
+        index += 1;
+    }
+    Ok(())
 }
