@@ -504,10 +504,8 @@ const SCALARS: &[&str] = &[
     "+0",
     "00",
     "0009",
-    ".inf",
-    "-.Inf",
-    "+.INF",
-    ".NaN",
+    // `.inf` and `.nan` are refused (kubectl cannot turn them into JSON):
+    // `non_finite_numbers_are_refused_like_kubectl`.
     "1.0",
     "190:20:30",
     "-190:20:30",
@@ -1362,4 +1360,17 @@ fn real_kpt_validator_sees_merge_keys() {
     );
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("NVW104"), "{said}");
+}
+
+#[test]
+fn non_finite_numbers_are_refused_like_kubectl() {
+    for n in [".inf", "-.Inf", "+.INF", ".NaN"] {
+        refused_everywhere(
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\nx: {n}\n"),
+            "not a finite number",
+        );
+    }
+    // Look-alike: quoted, it is a string.
+    let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {x: '.inf'}\n";
+    assert_eq!(run(VALIDATE, ok.as_bytes()).code, 0);
 }

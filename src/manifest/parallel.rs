@@ -180,29 +180,51 @@ mod tests {
     }
 }
 
-/// kubectl reads a file whose first character is `{` as a stream of JSON values
-/// (apimachinery's YAMLOrJSONDecoder), not as YAML: YAML syntax in it (anchors, tags,
-/// unquoted strings, comments) makes kubectl refuse the file, so it is refused here.
+/// kubectl reads a file whose first character is `{` as JSON (apimachinery's
+/// YAMLOrJSONDecoder; kubectl 1.32 refuses YAML-only syntax there, later releases
+/// fall back to YAML), this tool as YAML: where the two readings give different
+/// values, the file is refused.
 pub fn json_stream_problem(input: &[u8]) -> Result<(), ParseError> {
     let body = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Ok(());
     }
-    let mut values =
-        serde_json::Deserializer::from_slice(body).into_iter::<serde::de::IgnoredAny>();
-    let mut index = 0;
-    while let Some(next) = values.next() {
-        if let Err(e) = next {
+    // `1e3` is a number to JSON but a string to YAML 1.1, which this tool reads the
+    // file as: refused rather than read differently.
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut token = String::new();
+    let mut line = 1;
+    for &b in body {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+') {
+            token.push(b as char);
+            continue;
+        }
+        let exponent_only = token.starts_with(|c: char| c.is_ascii_digit() || c == '-')
+            && token.contains(['e', 'E'])
+            && !token.contains('.');
+        if exponent_only {
             return Err(ParseError {
-                index,
+                index: 0,
                 error: YamlError::Syntax {
-                    problem: format!("a file starting with `{{` is JSON to kubectl: {e}"),
-                    line: e.line() as u32,
-                    column: e.column() as u32,
+                    problem: format!("{token} is a number to JSON (kubectl) and a string to YAML 1.1; write it as a plain decimal"),
+                    line,
+                    column: 1,
                 },
             });
         }
-        index += 1;
+        token.clear();
+        in_string = b == b'"';
+        line += u32::from(b == b'\n');
     }
     Ok(())
 }

@@ -425,9 +425,8 @@ fn parse_event<R: std::io::BufRead>(
     event.ok()
 }
 
-/// Numbers kubectl cannot take, or reads two ways: `.nan` and `.inf` do not convert
-/// to JSON (kubectl refuses the file), and `1e3` is a number in a JSON document but a
-/// string to YAML 1.1; both are refused rather than guessed at.
+/// Numbers kubectl cannot take: `.nan` and `.inf` do not convert to JSON (kubectl
+/// refuses the file; the tool refuses them wherever they are).
 fn number_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&'static str> {
     if style != ScalarStyle::Plain || tag.is_some_and(|t| !is_tag(t, "float")) {
         return None;
@@ -439,12 +438,7 @@ fn number_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&
             return Some("is not a finite number; JSON cannot carry it and kubectl refuses it");
         }
     }
-    let json_number = body.starts_with(|c: char| c.is_ascii_digit())
-        && text.contains(['e', 'E'])
-        && serde_json::from_str::<serde_json::Number>(text).is_ok();
-    (json_number && !text.contains('.')).then_some(
-        "is a number to JSON and a string to YAML 1.1; write it as a plain decimal or quote it",
-    )
+    None
 }
 
 fn is_tag(tag: &str, name: &str) -> bool {
@@ -622,8 +616,8 @@ fn expand(
                 }
             };
             for (k, v) in entries {
-                let v = expand(v, anchors, budget, depth + 1)?;
                 if is_merge_key(k) {
+                    let v = expand(v, anchors, budget, depth + 1)?;
                     let sources = match &v.value {
                         Value::Map { .. } => vec![v],
                         Value::Seq { items, .. } if items.iter().all(Node::is_map) => {
@@ -647,7 +641,9 @@ fn expand(
                         }
                     }
                 } else {
+                    // The key first: anchors count in document order.
                     let mut key = expand(k, anchors, budget, depth + 1)?;
+                    let v = expand(v, anchors, budget, depth + 1)?;
                     // An alias whose anchor is the scalar `<<` is an ordinary key;
                     // quoted, it stays one when an edited document is written out.
                     if matches!(k.value, Value::Alias(_)) && is_merge_key(&key) {
