@@ -379,7 +379,7 @@ fn mutate(rng: &mut Rng, seed: &str) -> String {
             // Duplicate a line (duplicate keys) or anchor its value.
             4 => {
                 let l = lines[i].clone();
-                if rng.next() % 2 == 0 {
+                if rng.next().is_multiple_of(2) {
                     lines.insert(i, l);
                 } else if let Some(colon) = l.find(": ") {
                     lines[i] = format!("{}: &a {}", &l[..colon], &l[colon + 2..]);

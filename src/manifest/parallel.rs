@@ -131,55 +131,6 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
     Ok(docs)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::manifest::to_yaml;
-
-    fn big_stream() -> String {
-        let mut s = String::new();
-        for i in 0..40_000 {
-            s.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  a: |\n    ---\n    text {i}\n  b: \"x\"\n"));
-        }
-        s
-    }
-
-    #[test]
-    fn same_documents_lines_and_indexes_as_one_thread() {
-        let input = big_stream();
-        assert!(input.len() > 4 * CHUNK);
-        let one = parse_stream(input.as_bytes()).unwrap();
-        let many = parse_stream_parallel(input.as_bytes()).unwrap();
-        assert_eq!(one.len(), many.len());
-        for (a, b) in one.iter().zip(&many) {
-            assert_eq!((a.index, a.line), (b.index, b.line));
-            assert_eq!(a.root, b.root); // node lines included
-        }
-        assert_eq!(to_yaml(&one), to_yaml(&many));
-    }
-
-    #[test]
-    fn errors_are_those_of_a_whole_parse() {
-        let mut input = big_stream();
-        input.push_str("---\na: 1\na: 2\n");
-        assert_eq!(
-            parse_stream_parallel(input.as_bytes()).unwrap_err(),
-            parse_stream(input.as_bytes()).unwrap_err()
-        );
-    }
-
-    #[test]
-    fn markers_inside_indented_block_scalars_are_not_split_points() {
-        let input = big_stream();
-        for &(at, _) in &chunk_starts(input.as_bytes())[1..] {
-            assert!(
-                input[at..].starts_with("---\napiVersion"),
-                "split inside a document at {at}"
-            );
-        }
-    }
-}
-
 /// kubectl reads a file whose first character is `{` as JSON (apimachinery's
 /// YAMLOrJSONDecoder; kubectl 1.32 refuses YAML-only syntax there, later releases
 /// fall back to YAML), this tool as YAML: where the two readings give different
@@ -227,4 +178,53 @@ pub fn json_stream_problem(input: &[u8]) -> Result<(), ParseError> {
         line += u32::from(b == b'\n');
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::to_yaml;
+
+    fn big_stream() -> String {
+        let mut s = String::new();
+        for i in 0..40_000 {
+            s.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  a: |\n    ---\n    text {i}\n  b: \"x\"\n"));
+        }
+        s
+    }
+
+    #[test]
+    fn same_documents_lines_and_indexes_as_one_thread() {
+        let input = big_stream();
+        assert!(input.len() > 4 * CHUNK);
+        let one = parse_stream(input.as_bytes()).unwrap();
+        let many = parse_stream_parallel(input.as_bytes()).unwrap();
+        assert_eq!(one.len(), many.len());
+        for (a, b) in one.iter().zip(&many) {
+            assert_eq!((a.index, a.line), (b.index, b.line));
+            assert_eq!(a.root, b.root); // node lines included
+        }
+        assert_eq!(to_yaml(&one), to_yaml(&many));
+    }
+
+    #[test]
+    fn errors_are_those_of_a_whole_parse() {
+        let mut input = big_stream();
+        input.push_str("---\na: 1\na: 2\n");
+        assert_eq!(
+            parse_stream_parallel(input.as_bytes()).unwrap_err(),
+            parse_stream(input.as_bytes()).unwrap_err()
+        );
+    }
+
+    #[test]
+    fn markers_inside_indented_block_scalars_are_not_split_points() {
+        let input = big_stream();
+        for &(at, _) in &chunk_starts(input.as_bytes())[1..] {
+            assert!(
+                input[at..].starts_with("---\napiVersion"),
+                "split inside a document at {at}"
+            );
+        }
+    }
 }
