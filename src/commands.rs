@@ -6,8 +6,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::inject;
+use crate::manifest::batch::is_list;
 use crate::manifest::batch::{Batch, Source, SourceKind};
-use crate::manifest::read::{self, object_problem, Input};
+use crate::manifest::read::{self, default_list_items, item_problems, object_problem, Input};
 use crate::manifest::{to_json, Node, YamlWriter};
 use crate::report::{self, Finding, Location, Severity};
 
@@ -345,12 +346,23 @@ fn load_for_validate(input: Input) -> Loaded {
             ))
         }
     };
-    let is_object = |n: &Node| n.get("apiVersion").is_some() && n.get("kind").is_some();
+    // A list needs no apiVersion of its own: kubectl applies its items.
+    let is_object =
+        |n: &Node| n.get("kind").is_some() && (n.get("apiVersion").is_some() || is_list(n));
     if !docs.iter().any(|d| is_object(d.view())) {
         return Ok(None);
     }
+    let mut docs = docs;
+    docs.iter_mut()
+        .for_each(|d| default_list_items(d, SourceKind::Stream));
     for d in docs.iter().filter(|d| !d.is_empty()) {
-        if let Some(problem) = object_problem(d.view()) {
+        let list_problem = || {
+            is_list(d.view())
+                .then(|| item_problems(d.view(), SourceKind::Stream).next())
+                .flatten()
+                .map(|(_, p)| p)
+        };
+        if let Some(problem) = object_problem(d.view()).or_else(list_problem) {
             return Err(Box::new(
                 Finding::error(hint(format!("document {}: {problem}", d.index + 1)))
                     .rule(guard::DECODE)

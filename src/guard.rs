@@ -651,7 +651,14 @@ fn strings(n: &Node, key: &str) -> Vec<String> {
         .and_then(Node::items)
         .unwrap_or(&[])
         .iter()
-        .filter_map(|v| v.text().map(str::to_string))
+        // `apiGroups: [~]` is the core group "" to the API server.
+        .filter_map(|v| {
+            if v.is_null() {
+                Some(String::new())
+            } else {
+                v.text().map(str::to_string)
+            }
+        })
         .collect()
 }
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::guard;
 use crate::inject;
 use crate::manifest::batch::{Batch, Source, SourceKind};
-use crate::manifest::read::item_problems;
+use crate::manifest::read::{default_list_items, item_problems};
 use crate::manifest::{from_json, parse_stream, Document, Node, YamlWriter};
 use crate::report::{self, Finding, Location};
 
@@ -36,7 +36,8 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
             docs.len()
         )));
     }
-    let doc = docs.remove(0);
+    let mut doc = docs.remove(0);
+    default_list_items(&mut doc, SourceKind::ResourceList);
     let root = doc.view();
     let bad = |message: String| Error::Invalid {
         file: "<stdin>".into(),
@@ -60,7 +61,7 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
     if root.get("items").and_then(Node::items).is_none() {
         return Err(bad("ResourceList has no items list".into()));
     }
-    let mut findings: Vec<Finding> = item_problems(root)
+    let mut findings: Vec<Finding> = item_problems(root, SourceKind::ResourceList)
         .map(|(line, problem)| {
             Finding::error(problem).rule(guard::DECODE).at(Location {
                 file: None,

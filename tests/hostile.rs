@@ -504,10 +504,8 @@ const SCALARS: &[&str] = &[
     "+0",
     "00",
     "0009",
-    ".inf",
-    "-.Inf",
-    "+.INF",
-    ".NaN",
+    // `.inf` and `.nan` are refused (kubectl cannot turn them into JSON):
+    // `non_finite_numbers_are_refused_like_kubectl`.
     "1.0",
     "190:20:30",
     "-190:20:30",
@@ -1209,4 +1207,169 @@ fn fuzz_tag_followed_by_comma_is_invalid_yaml_not_a_panic() {
     }
     let obj = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: [!x, b]}\n";
     refused_everywhere(obj, "unsupported YAML syntax");
+}
+
+// ---------------------------------------------------------------------------
+// Decoding classes found by the differential test against kubectl's own decoder
+// (tests/differential.rs): each was a way past the guard before.
+
+const KRM_VALIDATE: &[&str] = &[];
+
+fn resource_list_validate(obj: &str) -> String {
+    resource_list(obj).replace("data: {clusterID: c1}", "data: {mode: validate}")
+}
+
+/// Refused by inject, validate, the KRM function and the KRM validator.
+fn refused_on_every_face(obj: &str, expect: &str) {
+    refused_everywhere(obj, expect);
+    let r = run(KRM_VALIDATE, resource_list_validate(obj).as_bytes());
+    assert_eq!(r.code, 1, "krm validate: {}\n{}", r.stderr, r.out());
+    assert!(
+        r.out().contains(expect),
+        "krm validate should say {expect:?}: {}",
+        r.out()
+    );
+}
+
+const PLAIN_POD: &str =
+    "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: x}]\n";
+
+#[test]
+fn binary_scalars_are_decoded_as_kubectl_decodes_them() {
+    refused_on_every_face(
+        &format!("{PLAIN_POD}  serviceAccountName: !!binary bnZjZi13b3JrZXItdmljdGlt\n"),
+        "NVW101",
+    );
+    refused_on_every_face(
+        &format!("{PLAIN_POD}  !!binary c2VydmljZUFjY291bnROYW1l: nvcf-worker-victim\n"),
+        "NVW101",
+    );
+    // Look-alike: a !!binary that decodes to a harmless name passes.
+    let ok = format!("{PLAIN_POD}  serviceAccountName: !!binary YXBw\n");
+    assert_eq!(run(VALIDATE, ok.as_bytes()).code, 0);
+}
+
+#[test]
+fn tagged_and_repeated_merge_keys_merge_as_in_kubectl() {
+    for key in [
+        "!!merge <<",
+        "!<tag:yaml.org,2002:merge> <<",
+        "!!merge '<<'",
+    ] {
+        refused_on_every_face(
+            &format!("{PLAIN_POD}  {key}: {{serviceAccountName: nvcf-worker-a}}\n"),
+            "NVW101",
+        );
+    }
+    // kubectl takes the last of two merge keys.
+    refused_on_every_face(
+        &format!(
+            "{PLAIN_POD}  <<: {{serviceAccountName: app}}\n  <<: {{serviceAccountName: nvcf-worker-b}}\n"
+        ),
+        "NVW101",
+    );
+    // Look-alike: an explicit key after a merge wins.
+    let ok = format!(
+        "{PLAIN_POD}  <<: {{serviceAccountName: nvcf-worker-b}}\n  serviceAccountName: app\n"
+    );
+    let r = run(VALIDATE, ok.as_bytes());
+    assert!(!r.out().contains("NVW101"), "{ok}\n{}", r.out());
+}
+
+#[test]
+fn lists_are_flattened_as_kubectl_flattens_them() {
+    // A typed list's items without kind take the list's kind minus `List`.
+    refused_on_every_face(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBindingList\nitems:\n- metadata: {name: b, namespace: d}\n  roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n  subjects: [{kind: ServiceAccount, name: nvcf-worker-x, namespace: d}]\n",
+        "NVW102",
+    );
+    // kubectl applies the items of any object with an `items` list.
+    refused_on_every_face(
+        "apiVersion: example.com/v1\nkind: Whatever\nmetadata: {name: w}\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: q}\n  spec: {serviceAccountName: nvcf-worker-y}\n",
+        "NVW101",
+    );
+    // A document that is only a merge key is an object.
+    let r = run(
+        VALIDATE,
+        b"<<: {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {serviceAccountName: nvcf-worker-r}}\n",
+    );
+    assert_eq!(r.code, 1, "{}", r.out());
+    assert!(r.out().contains("NVW101"), "{}", r.out());
+    // A list inside a list: kubectl refuses it.
+    refused_everywhere(
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: List\n  items: [{apiVersion: v1, kind: ConfigMap, metadata: {name: n}}]\n",
+        "a list inside a list",
+    );
+}
+
+#[test]
+fn a_null_api_group_is_the_core_group() {
+    let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: r}\nrules:\n- apiGroups: [~]\n  resources: [serviceaccounts/token]\n  verbs: [create]\n";
+    let r = run(VALIDATE, role.as_bytes());
+    assert!(r.out().contains("NVW105"), "{}", r.out());
+    let look_alike = role.replace("[~]", "[apps]");
+    assert!(!run(VALIDATE, look_alike.as_bytes())
+        .out()
+        .contains("NVW105"));
+}
+
+#[test]
+fn an_alias_key_whose_text_is_a_merge_key_stays_a_plain_key_after_an_edit() {
+    let pod = "a: &m <<\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {nvcf.io/worker: \"true\"}\nspec:\n  containers: [{name: c, image: x}]\n  *m : {automountServiceAccountToken: true}\n";
+    let r = run(INJECT, pod.as_bytes());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = kubectl_nvcf_worker::manifest::read::decode_like_kubectl("out", &r.stdout).unwrap();
+    let pod = out.iter().find(|d| d.object["kind"] == "Pod").unwrap();
+    assert_eq!(
+        pod.object["spec"]["automountServiceAccountToken"],
+        false,
+        "{}",
+        r.out()
+    );
+    assert_eq!(
+        pod.object["spec"]["<<"]["automountServiceAccountToken"],
+        true
+    );
+}
+
+/// The form kpt hands a function: it writes merge keys as `!!merge <<`.
+#[test]
+fn real_kpt_validator_sees_merge_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("role.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: nvcf-worker-w\n  namespace: d\nbase: &r {rules: [{apiGroups: [''], resources: [secrets], verbs: [get]}]}\n<<: *r\n",
+    )
+    .unwrap();
+    let out = Command::new("kpt")
+        .args(["fn", "eval"])
+        .arg(dir.path())
+        .args([
+            "--exec",
+            env!("CARGO_BIN_EXE_kubectl-nvcf-worker"),
+            "--",
+            "mode=validate",
+        ])
+        .output()
+        .expect("kpt is part of the machine image");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("NVW104"), "{said}");
+}
+
+#[test]
+fn non_finite_numbers_are_refused_like_kubectl() {
+    for n in [".inf", "-.Inf", "+.INF", ".NaN"] {
+        refused_everywhere(
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\nx: {n}\n"),
+            "not a finite number",
+        );
+    }
+    // Look-alike: quoted, it is a string.
+    let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {x: '.inf'}\n";
+    assert_eq!(run(VALIDATE, ok.as_bytes()).code, 0);
 }

@@ -950,8 +950,14 @@ fn config_file_and_typed_selector() {
 
 #[test]
 fn block_scalar_at_end_of_input_without_line_break() {
-    // libyaml-safer panicked here (a real corpus file ends this way).
-    for (indicator, want) in [("|", "a\nb"), ("|+", "a\nb"), ("|-", "a\nb"), (">", "a b")] {
+    // libyaml-safer panicked here (a real corpus file ends this way). kubectl reads
+    // the value with its final line break (checked with tests/oracle).
+    for (indicator, want) in [
+        ("|", "a\nb\n"),
+        ("|+", "a\nb\n"),
+        ("|-", "a\nb"),
+        (">", "a b\n"),
+    ] {
         let input = format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  x: {indicator}\n    a\n    b"
         );

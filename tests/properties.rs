@@ -181,9 +181,7 @@ const PLAIN_TOKENS: &[&str] = &[
     "true",
     "False",
     "2001-12-14",
-    ".inf",
-    "-.Inf",
-    ".NaN",
+    // `.inf` and `.nan` are refused like kubectl refuses them (tests/hostile.rs).
     "1.0",
     "abc",
     "hello world",
@@ -562,9 +560,9 @@ fn build_object(spec: &StreamSpec, i: usize, extras: bool) -> Y {
     };
     let own_labels = {
         let mut l = vec![("app", g.s(&name))];
-        if matches!(o.sel, Sel::Own | Sel::BoolLabel)
-            || (o.sel == Sel::Template && o.kind == Kind::Pod)
-        {
+        // A boolean label in an object's own metadata makes kubectl refuse the
+        // object; in a pod template it is kept, and matches no selector.
+        if o.sel == Sel::Own || (o.sel == Sel::Template && o.kind == Kind::Pod) {
             l.extend(worker_label(&g, o.sel));
         }
         Y::M(
@@ -642,7 +640,7 @@ fn build_object(spec: &StreamSpec, i: usize, extras: bool) -> Y {
     };
     let template = |g: &Gen| -> Y {
         let mut labels = vec![("app", g.s(&name))];
-        if o.sel == Sel::Template {
+        if matches!(o.sel, Sel::Template | Sel::BoolLabel) {
             labels.extend(worker_label(g, o.sel));
         }
         let labels = g.map(labels);
@@ -771,11 +769,18 @@ fn count_maps(y: &Y, n: &mut usize) {
     match y {
         Y::M(e, _) => {
             *n += 1;
-            e.iter().for_each(|(_, _, v)| count_maps(v, n));
+            // Labels and annotations hold strings (kubectl refuses anything else).
+            e.iter()
+                .filter(|(k, _, _)| !is_string_map(k))
+                .for_each(|(_, _, v)| count_maps(v, n));
         }
         Y::L(i, _) => i.iter().for_each(|v| count_maps(v, n)),
         Y::S(..) => {}
     }
+}
+
+fn is_string_map(key: &str) -> bool {
+    key == "labels" || key == "annotations"
 }
 
 fn put(y: &mut Y, target: usize, seen: &mut usize, hidden: &mut Option<Y>) {
@@ -788,6 +793,7 @@ fn put(y: &mut Y, target: usize, seen: &mut usize, hidden: &mut Option<Y>) {
             }
             *seen += 1;
             e.iter_mut()
+                .filter(|(k, _, _)| !is_string_map(k))
                 .for_each(|(_, _, v)| put(v, target, seen, hidden));
         }
         Y::L(i, _) => i.iter_mut().for_each(|v| put(v, target, seen, hidden)),

@@ -1,6 +1,8 @@
 //! The objects of one run, wherever they came from: documents of files and stdin,
-//! the items of `v1 List`s, or the items of a KRM ResourceList. Every face of the
-//! tool (inject, guard, validate) reads objects through this one view.
+//! the items of Lists, or the items of a KRM ResourceList (and of Lists among them).
+//! Every face of the tool (inject, guard, validate) reads objects through this one
+//! view, which is the list of objects `kubectl apply -f` sends (checked against
+//! kubectl's own code by `tests/differential.rs`).
 
 use super::node::Node;
 use super::parse::Document;
@@ -16,12 +18,15 @@ pub const INDEX_ANNOTATIONS: [&str; 2] = [
     "config.kubernetes.io/index",
 ];
 
-/// Where an object lives: a document, or the `items[item]` of a document.
+/// Where an object lives: a document, the `items[item]` of a document, or the
+/// `items[item].items[sub]` of a ResourceList whose item is a List (kpt hands a
+/// package's List documents over unexpanded; kubectl applies their items).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Addr {
     pub source: usize,
     pub doc: usize,
     pub item: Option<usize>,
+    pub sub: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,10 +61,22 @@ pub struct Object<'a> {
     doc: &'a Document,
 }
 
+/// Whether kubectl decodes a document as a list: apimachinery's unstructured decoder
+/// takes *any* object with an `items` key for one, whatever its kind, and kubectl
+/// applies the items instead of the object (`items: null` is an empty list).
 pub fn is_list(n: &Node) -> bool {
-    n.str_at(&["kind"])
-        .is_some_and(|k| k == "List" || (k.ends_with("List") && n.get("items").is_some()))
-        && n.str_at(&["apiVersion"]).is_some()
+    n.is_map() && n.get("items").is_some()
+}
+
+/// The items of a list; none for `items: null`.
+pub fn list_items(n: &Node) -> &[Node] {
+    n.get("items").and_then(Node::items).unwrap_or(&[])
+}
+
+fn list_items_mut(n: &mut Node) -> &mut Vec<Node> {
+    n.get_mut("items")
+        .and_then(Node::items_mut)
+        .expect("addressed items")
 }
 
 impl<'a> Object<'a> {
@@ -126,47 +143,43 @@ impl Batch {
         }
     }
 
-    /// Every object in input order. Empty documents are skipped; a `v1 List`
-    /// contributes its items instead of itself.
+    /// Every object in input order, as kubectl applies them. Empty documents are
+    /// skipped; a list contributes its items instead of itself.
     pub fn objects(&self) -> Vec<Object<'_>> {
         let mut out = Vec::new();
         for (si, source) in self.sources.iter().enumerate() {
             for (di, doc) in source.docs.iter().enumerate() {
                 let root = doc.view();
-                let as_items = match source.kind {
-                    SourceKind::ResourceList => true,
-                    SourceKind::Stream => is_list(root),
+                let at = |item, sub, node| Object {
+                    addr: Addr {
+                        source: si,
+                        doc: di,
+                        item,
+                        sub,
+                    },
+                    node,
+                    source,
+                    doc,
                 };
-                if as_items {
-                    for (ii, item) in root
-                        .get("items")
-                        .and_then(Node::items)
-                        .unwrap_or(&[])
-                        .iter()
-                        .enumerate()
-                    {
-                        out.push(Object {
-                            addr: Addr {
-                                source: si,
-                                doc: di,
-                                item: Some(ii),
-                            },
-                            node: item,
-                            source,
-                            doc,
-                        });
+                match source.kind {
+                    SourceKind::ResourceList => {
+                        for (ii, item) in list_items(root).iter().enumerate() {
+                            if is_list(item) {
+                                for (i, sub) in list_items(item).iter().enumerate() {
+                                    out.push(at(Some(ii), Some(i), sub));
+                                }
+                            } else {
+                                out.push(at(Some(ii), None, item));
+                            }
+                        }
                     }
-                } else if !doc.is_empty() {
-                    out.push(Object {
-                        addr: Addr {
-                            source: si,
-                            doc: di,
-                            item: None,
-                        },
-                        node: root,
-                        source,
-                        doc,
-                    });
+                    SourceKind::Stream if is_list(root) => {
+                        for (ii, item) in list_items(root).iter().enumerate() {
+                            out.push(at(Some(ii), None, item));
+                        }
+                    }
+                    SourceKind::Stream if !doc.is_empty() => out.push(at(None, None, root)),
+                    SourceKind::Stream => {}
                 }
             }
         }
@@ -176,14 +189,10 @@ impl Batch {
     pub fn object(&self, addr: Addr) -> Object<'_> {
         let source = &self.sources[addr.source];
         let doc = &source.docs[addr.doc];
-        let root = doc.view();
-        let node = match addr.item {
-            Some(i) => &root
-                .get("items")
-                .and_then(Node::items)
-                .expect("addressed items")[i],
-            None => root,
-        };
+        let mut node = doc.view();
+        for i in [addr.item, addr.sub].into_iter().flatten() {
+            node = &list_items(node)[i];
+        }
         Object {
             addr,
             node,
@@ -194,14 +203,11 @@ impl Batch {
 
     /// The object to edit; its document switches to its alias-free form first.
     pub fn object_mut(&mut self, addr: Addr) -> &mut Node {
-        let root = self.sources[addr.source].docs[addr.doc].edit();
-        match addr.item {
-            Some(i) => &mut root
-                .get_mut("items")
-                .and_then(Node::items_mut)
-                .expect("addressed items")[i],
-            None => root,
+        let mut node = self.sources[addr.source].docs[addr.doc].edit();
+        for i in [addr.item, addr.sub].into_iter().flatten() {
+            node = &mut list_items_mut(node)[i];
         }
+        node
     }
 
     /// Queues objects to follow the object at `after` (in its `items`, or as new
@@ -217,16 +223,17 @@ impl Batch {
         inserts.sort_by_key(|(addr, _)| std::cmp::Reverse(*addr));
         for (addr, nodes) in inserts {
             let source = &mut self.sources[addr.source];
-            match addr.item {
-                Some(i) => {
-                    let items = source.docs[addr.doc]
-                        .edit()
-                        .get_mut("items")
-                        .and_then(Node::items_mut)
-                        .expect("items");
+            match (addr.item, addr.sub) {
+                (Some(i), None) => {
+                    let items = list_items_mut(source.docs[addr.doc].edit());
                     items.splice(i + 1..i + 1, nodes);
                 }
-                None => {
+                (Some(i), Some(sub)) => {
+                    let items =
+                        list_items_mut(&mut list_items_mut(source.docs[addr.doc].edit())[i]);
+                    items.splice(sub + 1..sub + 1, nodes);
+                }
+                (None, _) => {
                     let docs = nodes.into_iter().map(Document::new);
                     source.docs.splice(addr.doc + 1..addr.doc + 1, docs);
                 }

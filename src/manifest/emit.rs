@@ -168,6 +168,9 @@ pub fn to_json(n: &Node) -> serde_json::Value {
             Resolved::Bool(b) => J::Bool(b),
             Resolved::Int(i) => J::from(i),
             Resolved::UInt(u) => J::from(u),
+            // Go writes a whole float64 without a fraction, and apimachinery reads
+            // it back as an int64: `1500.0` reaches the API server as 1500.
+            Resolved::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => J::from(f as i64),
             Resolved::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
             Resolved::Timestamp | Resolved::Str => J::String(s.text.to_string()),
         },

@@ -121,11 +121,13 @@ impl Node {
     }
 
     /// The text of a scalar that Kubernetes reads as a string (any quoted scalar, or a
-    /// plain one that YAML 1.1 resolves to a string). `name: true` is not a string.
+    /// plain one that YAML 1.1 resolves to a string or a timestamp). `name: true` is not
+    /// a string.
     pub fn as_str(&self) -> Option<&str> {
         let s = self.as_scalar()?;
+        // sigs.k8s.io/yaml hands a timestamp on as its text.
         match super::scalar::resolve(s, self.tag()) {
-            super::scalar::Resolved::Str => Some(&s.text),
+            super::scalar::Resolved::Str | super::scalar::Resolved::Timestamp => Some(&s.text),
             _ => None,
         }
     }

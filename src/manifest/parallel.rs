@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::node::{Node, Value};
-use super::parse::{parse_stream, Document, ParseError};
+use super::parse::{parse_stream, Document, ParseError, YamlError};
 
 type Parsed = Result<Vec<Document>, ParseError>;
 
@@ -73,6 +73,7 @@ fn shift_lines(n: &mut Node, by: u32) {
 
 /// `parse_stream`, on every core for large input; the same result either way.
 pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> {
+    json_stream_problem(input)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || input.len() < 2 * CHUNK {
         return parse_stream(input);
@@ -128,6 +129,55 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
         }
     }
     Ok(docs)
+}
+
+/// kubectl reads a file whose first character is `{` as JSON (apimachinery's
+/// YAMLOrJSONDecoder; kubectl 1.32 refuses YAML-only syntax there, later releases
+/// fall back to YAML), this tool as YAML: where the two readings give different
+/// values, the file is refused.
+pub fn json_stream_problem(input: &[u8]) -> Result<(), ParseError> {
+    let body = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Ok(());
+    }
+    // `1e3` is a number to JSON but a string to YAML 1.1, which this tool reads the
+    // file as: refused rather than read differently.
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut token = String::new();
+    let mut line = 1;
+    for &b in body {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+') {
+            token.push(b as char);
+            continue;
+        }
+        let exponent_only = token.starts_with(|c: char| c.is_ascii_digit() || c == '-')
+            && token.contains(['e', 'E'])
+            && !token.contains('.');
+        if exponent_only {
+            return Err(ParseError {
+                index: 0,
+                error: YamlError::Syntax {
+                    problem: format!("{token} is a number to JSON (kubectl) and a string to YAML 1.1; write it as a plain decimal"),
+                    line,
+                    column: 1,
+                },
+            });
+        }
+        token.clear();
+        in_string = b == b'"';
+        line += u32::from(b == b'\n');
+    }
+    Ok(())
 }
 
 #[cfg(test)]

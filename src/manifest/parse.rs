@@ -3,8 +3,10 @@
 //! libyaml-safer (a safe port of libyaml) gives events with each scalar's text and
 //! style; this module builds the tree from them without recursion, so hostile nesting
 //! cannot overflow the stack, and enforces kubectl's strict decoding: duplicate keys
-//! are errors, merge keys (`<<`) and aliases are expanded (within a budget that stops
-//! "billion laughs") before any decision is made.
+//! are errors, merge keys (`<<`, also tagged `!!merge`), aliases and `!!binary`
+//! scalars are expanded (within a budget that stops "billion laughs") before any
+//! decision is made. The expanded view follows go-yaml v2 inside sigs.k8s.io/yaml,
+//! checked against kubectl's own decoder by `tests/differential.rs`.
 
 use std::collections::HashMap;
 
@@ -47,6 +49,14 @@ pub enum YamlError {
     BadMerge { line: u32 },
     #[error("key {key:?} (line {line}) is set before a merge key `<<` that sets it too; YAML decoders disagree on which wins, so it is refused")]
     AmbiguousMerge { key: String, line: u32 },
+    #[error("{text:?} (line {line}) {why}")]
+    Number {
+        text: String,
+        why: &'static str,
+        line: u32,
+    },
+    #[error("!!binary scalar (line {line}) {problem}")]
+    BadBinary { problem: &'static str, line: u32 },
 }
 
 impl YamlError {
@@ -59,7 +69,9 @@ impl YamlError {
             | YamlError::UnknownAnchor { line, .. }
             | YamlError::BadMerge { line }
             | YamlError::ComplexKey { line }
-            | YamlError::AmbiguousMerge { line, .. } => *line,
+            | YamlError::AmbiguousMerge { line, .. }
+            | YamlError::BadBinary { line, .. }
+            | YamlError::Number { line, .. } => *line,
         }
     }
 }
@@ -181,7 +193,8 @@ struct Frame {
 /// document indexes match what a reader of the file counts.
 pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
     // libyaml-safer 0.3 panics on a block scalar that ends the input without a line
-    // break; parse with one added, then take it back out of that scalar (below).
+    // break; parse with one added. kubectl reads such a scalar with its final line
+    // break too (its stream reader ends every line with one), so the scalar keeps it.
     let padded: Vec<u8>;
     let mut slice = if input.is_empty() || input.ends_with(b"\n") || input.ends_with(b"\r") {
         input
@@ -270,17 +283,22 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
             EventData::Scalar {
                 anchor,
                 tag,
-                mut value,
+                value,
                 style,
                 ..
             } => {
-                if was_padded
-                    && matches!(style, ScalarStyle::Literal | ScalarStyle::Folded)
-                    && event.end_mark.index as usize == parsed_len
-                    && value.ends_with('\n')
-                {
-                    value.pop(); // the line break this function added
+                if let Some(why) = number_problem(&value, style, tag.as_deref()) {
+                    return Err(fail(YamlError::Number {
+                        text: value,
+                        why,
+                        line,
+                    }));
                 }
+                // A `!!binary` scalar or a tagged merge key means something other
+                // than its text: the document needs its expanded view.
+                has_refs |= tag
+                    .as_deref()
+                    .is_some_and(|t| is_tag(t, "binary") || is_tag(t, "merge"));
                 Node {
                     value: Value::Scalar(Scalar {
                         text: value.into(),
@@ -407,9 +425,56 @@ fn parse_event<R: std::io::BufRead>(
     event.ok()
 }
 
+/// Numbers kubectl cannot take: `.nan` and `.inf` do not convert to JSON (kubectl
+/// refuses the file; the tool refuses them wherever they are).
+fn number_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&'static str> {
+    if style != ScalarStyle::Plain || tag.is_some_and(|t| !is_tag(t, "float")) {
+        return None;
+    }
+    let body = text.trim_start_matches(['-', '+']);
+    if body.starts_with('.') {
+        let lower = body.to_ascii_lowercase();
+        if lower == ".nan" || lower == ".inf" {
+            return Some("is not a finite number; JSON cannot carry it and kubectl refuses it");
+        }
+    }
+    None
+}
+
+fn is_tag(tag: &str, name: &str) -> bool {
+    tag.strip_prefix("tag:yaml.org,2002:")
+        .or_else(|| tag.strip_prefix("!!"))
+        .is_some_and(|t| t == name)
+}
+
+/// A merge key as go-yaml v2 sees one: the scalar `<<`, plain and untagged or in any
+/// style tagged `!!merge`. An alias whose anchor is `<<` is not one (an alias node).
 fn is_merge_key(k: &Node) -> bool {
-    matches!(&k.value, Value::Scalar(s) if s.style == Style::Plain && s.text == "<<")
-        && k.tag().is_none()
+    matches!(&k.value, Value::Scalar(s) if s.text == "<<"
+    && match k.tag() {
+        None => s.style == Style::Plain,
+        Some(t) => is_tag(t, "merge"),
+    })
+}
+
+/// The text of a `!!binary` scalar, decoded as go-yaml v2 does (standard base64,
+/// line breaks ignored). Bytes that are not UTF-8 would reach JSON garbled, so they
+/// are refused rather than guessed at.
+fn decode_binary(text: &str, line: u32) -> Result<String, YamlError> {
+    use base64::Engine;
+    const GO_STD: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
+    let compact: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+    let bytes = GO_STD.decode(compact).map_err(|_| YamlError::BadBinary {
+        problem: "is not valid base64",
+        line,
+    })?;
+    String::from_utf8(bytes).map_err(|_| YamlError::BadBinary {
+        problem: "decodes to bytes that are not UTF-8 text",
+        line,
+    })
 }
 
 /// Key identity as Kubernetes sees it: every key becomes a JSON string of its text.
@@ -508,6 +573,14 @@ fn expand(
             copy.line = n.line;
             return Ok(copy);
         }
+        Value::Scalar(s) if n.tag().is_some_and(|t| is_tag(t, "binary")) => Node {
+            value: Value::Scalar(Scalar {
+                text: decode_binary(&s.text, n.line)?.into(),
+                style: Style::DoubleQuoted,
+            }),
+            line: n.line,
+            props: None,
+        },
         Value::Scalar(s) => Node {
             value: Value::Scalar(s.clone()),
             line: n.line,
@@ -525,47 +598,75 @@ fn expand(
             }
         }
         Value::Map { entries, flow } => {
-            let mut explicit: Vec<(Node, Node)> = Vec::with_capacity(entries.len());
-            let mut merged: Vec<(Node, Node)> = Vec::new();
+            // go-yaml v2 applies a mapping's entries in order, each overwriting what
+            // came before: a later `<<` overrides an earlier one, explicit keys after a
+            // merge override it; inside a list of merged maps the first one wins.
+            let mut out: Vec<(Node, Node)> = Vec::with_capacity(entries.len());
+            let mut explicit: Vec<usize> = Vec::new();
+            let set = |out: &mut Vec<(Node, Node)>, k: Node, v: Node| -> usize {
+                match out.iter().position(|(o, _)| o.text() == k.text()) {
+                    Some(i) => {
+                        out[i].1 = v;
+                        i
+                    }
+                    None => {
+                        out.push((k, v));
+                        out.len() - 1
+                    }
+                }
+            };
             for (k, v) in entries {
-                let v = expand(v, anchors, budget, depth + 1)?;
                 if is_merge_key(k) {
+                    let v = expand(v, anchors, budget, depth + 1)?;
                     let sources = match &v.value {
                         Value::Map { .. } => vec![v],
-                        Value::Seq { items, .. } if items.iter().all(Node::is_map) => items.clone(),
+                        Value::Seq { items, .. } if items.iter().all(Node::is_map) => {
+                            items.iter().rev().cloned().collect()
+                        }
                         _ => return Err(YamlError::BadMerge { line: k.line }),
                     };
-                    // Earlier explicit keys that a merge would set: decoders disagree.
-                    for src in &sources {
-                        for (mk, _) in src.entries().unwrap_or(&[]) {
-                            if let Some((ek, _)) =
-                                explicit.iter().find(|(ek, _)| ek.text() == mk.text())
+                    for src in sources {
+                        for (mk, mv) in src.entries().unwrap_or(&[]) {
+                            // An explicit key before the merge that sets it: YAML 1.2
+                            // readers keep the explicit value, go-yaml v2 the merged one.
+                            if let Some(&i) =
+                                explicit.iter().find(|&&i| out[i].0.text() == mk.text())
                             {
                                 return Err(YamlError::AmbiguousMerge {
-                                    key: ek.text().unwrap_or("").into(),
-                                    line: ek.line,
+                                    key: out[i].0.text().unwrap_or("").into(),
+                                    line: out[i].0.line,
                                 });
                             }
-                        }
-                    }
-                    // In a list of merged maps the first one wins (YAML merge spec).
-                    for src in sources {
-                        for (mk, mv) in src.entries().unwrap_or(&[]).iter() {
-                            if !merged.iter().any(|(k2, _)| k2.text() == mk.text()) {
-                                merged.push((mk.clone(), mv.clone()));
-                            }
+                            set(&mut out, mk.clone(), mv.clone());
                         }
                     }
                 } else {
-                    explicit.push((expand(k, anchors, budget, depth + 1)?, v));
+                    // The key first: anchors count in document order.
+                    let mut key = expand(k, anchors, budget, depth + 1)?;
+                    let v = expand(v, anchors, budget, depth + 1)?;
+                    // An alias whose anchor is the scalar `<<` is an ordinary key;
+                    // quoted, it stays one when an edited document is written out.
+                    if matches!(k.value, Value::Alias(_)) && is_merge_key(&key) {
+                        if let Value::Scalar(s) = &mut key.value {
+                            s.style = Style::SingleQuoted;
+                        }
+                        key.props = None;
+                    }
+                    // Keys that differ as written may be equal once decoded (`!!binary`).
+                    if let Some(&i) = explicit.iter().find(|&&i| out[i].0.text() == key.text()) {
+                        return Err(YamlError::DuplicateKey {
+                            key: key.text().unwrap_or("").into(),
+                            line: key.line,
+                            first_line: out[i].0.line,
+                        });
+                    }
+                    let i = set(&mut out, key, v);
+                    explicit.push(i);
                 }
             }
-            // Explicit keys override merged ones; merged keys go first, where `<<` was.
-            merged.retain(|(mk, _)| !explicit.iter().any(|(ek, _)| ek.text() == mk.text()));
-            merged.extend(explicit);
             Node {
                 value: Value::Map {
-                    entries: merged,
+                    entries: out,
                     flow: *flow,
                 },
                 line: n.line,

@@ -5,8 +5,9 @@ use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::batch::{is_list, Source, SourceKind};
+use super::batch::{is_list, list_items, Source, SourceKind};
 use super::node::Node;
+use super::parse::Document;
 use crate::error::{Error, Result};
 
 pub const STDIN: &str = "<stdin>";
@@ -104,25 +105,155 @@ fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf
 }
 
 /// The items of a List or ResourceList that are not objects: (line, `items[i]: why`).
-pub fn item_problems(list: &Node) -> impl Iterator<Item = (u32, String)> + '_ {
-    let items = list.get("items").and_then(Node::items).unwrap_or(&[]);
-    items.iter().enumerate().filter_map(|(i, item)| {
-        object_problem(item).map(|problem| (item.line, format!("items[{i}]: {problem}")))
-    })
+/// An item of a ResourceList may itself be a List (kpt passes them unexpanded);
+/// an item of a List may not (kubectl flattens one level and refuses the rest).
+pub fn item_problems(list: &Node, kind: SourceKind) -> impl Iterator<Item = (u32, String)> + '_ {
+    list_items(list)
+        .iter()
+        .enumerate()
+        .filter_map(move |(i, item)| {
+            let problem = match kind {
+                SourceKind::Stream => item_problem(item).map(|p| (item.line, p)),
+                SourceKind::ResourceList => match object_problem(item) {
+                    Some(p) => Some((item.line, p)),
+                    None if is_list(item) => {
+                        list_items(item).iter().enumerate().find_map(|(j, sub)| {
+                            item_problem(sub).map(|p| (sub.line, format!("items[{j}]: {p}")))
+                        })
+                    }
+                    None => None,
+                },
+            };
+            problem.map(|(line, p)| (line, format!("items[{i}]: {p}")))
+        })
 }
 
-/// Why a document cannot be treated as a Kubernetes object, if it cannot.
+/// Why an item of a list cannot be applied (items are not decoded into typed
+/// metadata, so only their type is checked).
+fn item_problem(n: &Node) -> Option<String> {
+    if n.get("items").and_then(Node::items).is_some() {
+        return Some("a list inside a list; kubectl refuses it".into());
+    }
+    type_problem(n)
+}
+
+/// Why a list cannot be decoded: apimachinery needs `items` to be a sequence (or
+/// null).
+fn list_problem(n: &Node) -> Option<(u32, String)> {
+    let items = n.get("items")?;
+    (!items.is_null() && items.items().is_none())
+        .then(|| (items.line, "items is not a list".to_string()))
+}
+
+/// Why a document cannot be treated as a Kubernetes object (or a list of them), if
+/// it cannot. A list needs a `kind`, its items need both.
 pub fn object_problem(n: &Node) -> Option<String> {
     if !n.is_map() {
         return Some("document is not a mapping (a Kubernetes object)".into());
     }
-    if is_list(n) && n.get("items").and_then(Node::items).is_none() {
-        return Some("List has no items list".into());
+    if is_list(n) {
+        if let Some((_, problem)) = list_problem(n) {
+            return Some(problem);
+        }
+        let typed = |k| n.get(k).is_none_or(|v| v.is_null() || v.as_str().is_some());
+        return match n.str_at(&["kind"]) {
+            _ if !typed("apiVersion") => Some("apiVersion is not a string".into()),
+            Some(k) if !k.is_empty() => metadata_problem(n),
+            _ => Some("missing kind".into()),
+        };
+    }
+    type_problem(n).or_else(|| metadata_problem(n))
+}
+
+fn type_problem(n: &Node) -> Option<String> {
+    if !n.is_map() {
+        return Some("document is not a mapping (a Kubernetes object)".into());
     }
     match (n.str_at(&["apiVersion"]), n.str_at(&["kind"])) {
         (Some(a), Some(k)) if !a.is_empty() && !k.is_empty() => None,
         (None, _) | (Some(""), _) => Some("missing apiVersion".into()),
         _ => Some("missing kind".into()),
+    }
+}
+
+/// apimachinery reads an object's name and namespace into typed metadata while
+/// decoding: other types there make kubectl refuse the object.
+fn metadata_problem(n: &Node) -> Option<String> {
+    let meta = n.get("metadata").filter(|m| !m.is_null())?;
+    if !meta.is_map() {
+        return Some("metadata is not a mapping; kubectl refuses it".into());
+    }
+    let strings = ["name", "namespace", "generateName"].iter().find_map(|k| {
+        let v = meta.get(k).filter(|v| !v.is_null())?;
+        v.as_str()
+            .is_none()
+            .then(|| format!("metadata.{k} is not a string; kubectl refuses it"))
+    });
+    strings.or_else(|| {
+        ["labels", "annotations"].iter().find_map(|k| {
+            let m = meta.get(k).filter(|v| !v.is_null())?;
+            let bad = match m.entries() {
+                None => true,
+                Some(e) => e.iter().any(|(_, v)| !v.is_null() && v.as_str().is_none()),
+            };
+            bad.then(|| format!("metadata.{k} is not a map of strings; kubectl refuses it"))
+        })
+    })
+}
+
+/// Gives the items of a typed list (`kind: RoleBindingList`) that carry neither
+/// `kind` nor `apiVersion` the list's kind without `List` and its apiVersion, as
+/// apimachinery's unstructured decoder does. The document's view gets the defaults;
+/// the tree as written keeps its text until an edit writes the document anew.
+pub fn default_list_items(doc: &mut Document, kind: SourceKind) {
+    let needs = |list: &Node| is_list(list) && list_items(list).iter().any(needs_type);
+    let view = doc.view();
+    let any = match kind {
+        SourceKind::Stream => needs(view),
+        SourceKind::ResourceList => list_items(view).iter().any(needs),
+    };
+    if !any {
+        return;
+    }
+    let mut tree = view.clone();
+    match kind {
+        SourceKind::Stream => default_items(&mut tree),
+        SourceKind::ResourceList => {
+            if let Some(items) = tree.get_mut("items").and_then(Node::items_mut) {
+                items.iter_mut().for_each(default_items);
+            }
+        }
+    }
+    doc.resolved = Some(tree);
+}
+
+/// An item apimachinery types from its list: `kind` and `apiVersion` both empty
+/// (absent, or not strings).
+fn needs_type(item: &Node) -> bool {
+    let unset = |k| item.str_at(&[k]).is_none_or(str::is_empty);
+    (item.is_map() && unset("kind") && unset("apiVersion")) || item.is_null()
+}
+
+fn default_items(list: &mut Node) {
+    if !is_list(list) {
+        return;
+    }
+    let api = list.str_at(&["apiVersion"]).unwrap_or("").to_string();
+    let kind = list.str_at(&["kind"]).unwrap_or("");
+    let kind = kind.strip_suffix("List").unwrap_or(kind).to_string();
+    let Some(items) = list.get_mut("items").and_then(Node::items_mut) else {
+        return;
+    };
+    for item in items.iter_mut() {
+        // A null item decodes as an empty object, typed like the others.
+        if item.is_null() {
+            *item = Node::map(Vec::new());
+        }
+        if !needs_type(item) {
+            continue;
+        }
+        item.set("kind", Node::string(kind.clone()));
+        item.set("apiVersion", Node::string(api.clone()));
     }
 }
 
@@ -134,6 +265,10 @@ pub fn load(input: Input) -> Result<Source> {
         doc: e.index + 1,
         source: e.error,
     })?;
+    let mut docs = docs;
+    for d in docs.iter_mut() {
+        default_list_items(d, SourceKind::Stream);
+    }
     for d in docs.iter().filter(|d| !d.is_empty()) {
         let invalid = |line, message| Error::Invalid {
             file: input.name.clone(),
@@ -146,7 +281,7 @@ pub fn load(input: Input) -> Result<Source> {
             return Err(invalid(d.line.max(root.line), problem));
         }
         if is_list(root) {
-            if let Some((line, problem)) = item_problems(root).next() {
+            if let Some((line, problem)) = item_problems(root, SourceKind::Stream).next() {
                 return Err(invalid(line, problem));
             }
         }
@@ -156,4 +291,32 @@ pub fn load(input: Input) -> Result<Source> {
         kind: SourceKind::Stream,
         docs,
     })
+}
+
+/// One object as kubectl would send it: the JSON the guard examines, after tags,
+/// anchors, merge keys and List flattening, with the document it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// 0-based document index in the stream.
+    pub doc: usize,
+    pub object: serde_json::Value,
+}
+
+/// Every object of a stream in the order `kubectl apply -f` sends them, or the
+/// error the tool reports (NVW001) for input it does not decode. This is the view
+/// `tests/differential.rs` compares with kubectl's own decoder.
+pub fn decode_like_kubectl(name: &str, bytes: &[u8]) -> Result<Vec<Decoded>> {
+    let source = load(Input {
+        name: name.into(),
+        bytes: bytes.to_vec(),
+    })?;
+    let batch = super::batch::Batch::new(vec![source]);
+    let objects = batch.objects();
+    Ok(objects
+        .iter()
+        .map(|o| Decoded {
+            doc: o.addr.doc,
+            object: super::emit::to_json(o.node),
+        })
+        .collect())
 }
