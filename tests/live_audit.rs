@@ -57,6 +57,16 @@ fn guard_rules_and_pod_checks_fire_on_live_objects() {
     // A long-lived token for a worker account (the controller-manager fills it in).
     c.create(json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
         "metadata": {"name": "forever", "namespace": ns, "annotations": {"kubernetes.io/service-account.name": "nvcf-worker-good"}}}));
+    // The deployment controller makes a ReplicaSet (0 replicas) from the forged
+    // template: wait for it, so that what audit sees is settled.
+    let start = std::time::Instant::now();
+    while c.list("apps/v1", "ReplicaSet", Some(&ns)).is_empty() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no ReplicaSet for thief"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let out = c.run(&["audit", "--cluster-id", "prod-1"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
@@ -69,7 +79,9 @@ fn guard_rules_and_pod_checks_fire_on_live_objects() {
         format!("(Deployment/{ns}/thief spec.template.spec.serviceAccount)"),
         "error NVW102: RoleBinding grants \"edit\" to worker account \"nvcf-worker-good\"".into(),
         "error NVW106: a service-account-token Secret for worker account \"nvcf-worker-good\"".into(),
-        "5 errors, ".into(),
+        // The controller's ReplicaSet carries the same forged template (both fields).
+        format!("(ReplicaSet/{ns}/thief-"),
+        "7 errors, ".into(),
     ] {
         assert!(text.contains(&expected), "missing {expected:?} in\n{text}");
     }
@@ -79,15 +91,20 @@ fn guard_rules_and_pod_checks_fire_on_live_objects() {
     assert_eq!(out.status.code(), Some(1));
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["kind"], "AuditReport");
-    assert_eq!(doc["errors"], 5);
-    let rules: Vec<&str> = doc["findings"]
+    assert_eq!(doc["errors"], 7);
+    let mut rules: Vec<&str> = doc["findings"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|f| f["severity"] == "error")
         .map(|f| f["rule"].as_str().unwrap())
         .collect();
-    assert_eq!(rules, ["NVW201", "NVW101", "NVW101", "NVW102", "NVW106"]);
+    rules.sort_unstable();
+    // Deployment and its ReplicaSet, each under both account fields.
+    assert_eq!(
+        rules,
+        ["NVW101", "NVW101", "NVW101", "NVW101", "NVW102", "NVW106", "NVW201"]
+    );
     assert_eq!(
         doc["findings"][0]["resource"],
         json!({"apiVersion": "v1", "kind": "Pod", "name": "good", "namespace": ns})

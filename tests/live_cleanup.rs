@@ -391,7 +391,9 @@ fn forbidden_stops_with_the_missing_permission() {
     c.create(json!({"apiVersion": RBAC, "kind": "Role",
         "metadata": {"name": "cleanup-but-rolebindings", "namespace": ns},
         "rules": [
-            {"apiGroups": [""], "resources": ["serviceaccounts", "pods"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers"], "verbs": ["list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["delete"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["delete"]}]}));
