@@ -18,11 +18,7 @@ pub enum StreamFormat {
     Json,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReportFormat {
-    Text,
-    Json,
-}
+pub use crate::report::ReportFormat;
 
 /// `validate`'s formats: the report's, and SARIF for code scanning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

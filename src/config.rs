@@ -53,9 +53,7 @@ pub fn default_selector() -> Selector {
     )])
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("function config: {0}")]
-pub struct ConfigError(pub String);
+pub use crate::error::ConfigError;
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))

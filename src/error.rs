@@ -1,7 +1,12 @@
 //! The one error type of the library, with the exit code each kind maps to.
 
-use crate::config::ConfigError;
 use crate::manifest::YamlError;
+
+/// A function config or flag the tool cannot use. Kept here, not in `config`, so the
+/// error layer depends on nothing above it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("function config: {0}")]
+pub struct ConfigError(pub String);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

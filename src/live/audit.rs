@@ -17,13 +17,12 @@ use std::io::Write;
 use serde_json::Value;
 
 use super::client::{self, Kube, Resource, Scope};
-use crate::commands::ReportFormat;
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::identity::{self, Marks};
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
-use crate::report::{Finding, Location, ResourceRef, Severity};
+use crate::report::{Finding, Location, ReportFormat, ResourceRef, Severity};
 
 pub const TOKEN_AUDIENCE: &str = "NVW201";
 pub const TOKEN_EXPIRATION: &str = "NVW202";

@@ -104,7 +104,7 @@ pub struct AuditArgs {
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    pub output: crate::commands::ReportFormat,
+    pub output: crate::report::ReportFormat,
 }
 
 #[derive(clap::Args, Debug)]

@@ -6,24 +6,9 @@
 
 use compact_str::CompactString;
 
-/// How a scalar was (or must be) written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    Plain,
-    SingleQuoted,
-    DoubleQuoted,
-    Literal,
-    Folded,
-}
-
-/// A scalar as written: its text after YAML unescaping, and its style. Most
-/// scalars in manifests are short, so the text is stored inline when it fits (no
-/// heap allocation per scalar: the tree of a large stream stays small and fast).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scalar {
-    pub text: CompactString,
-    pub style: Style,
-}
+// Scalars are a leaf of the tree: what they are and what they mean live in
+// `scalar`, which knows nothing of nodes.
+pub use super::scalar::{Scalar, Style};
 
 /// Anchor and explicit tag: rare, so kept out of line to keep nodes small.
 #[derive(Clone, Debug, PartialEq, Default)]

@@ -5,7 +5,26 @@
 //! Rust YAML crates resolve with YAML 1.2, so this module is the one place that says
 //! what a scalar means, transcribed from go-yaml v2's `resolve`.
 
-use super::node::{Scalar, Style};
+use compact_str::CompactString;
+
+/// How a scalar was (or must be) written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Plain,
+    SingleQuoted,
+    DoubleQuoted,
+    Literal,
+    Folded,
+}
+
+/// A scalar as written: its text after YAML unescaping, and its style. Most
+/// scalars in manifests are short, so the text is stored inline when it fits (no
+/// heap allocation per scalar: the tree of a large stream stays small and fast).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scalar {
+    pub text: CompactString,
+    pub style: Style,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Resolved {
