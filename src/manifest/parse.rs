@@ -428,6 +428,11 @@ fn parse_event<R: std::io::BufRead>(
 /// Numbers kubectl cannot take: `.nan` and `.inf` do not convert to JSON (kubectl
 /// refuses the file; the tool refuses them wherever they are).
 fn number_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&'static str> {
+    if let Some(t) = tag {
+        if let Some(why) = tag_problem(text, t) {
+            return Some(why);
+        }
+    }
     if style != ScalarStyle::Plain || tag.is_some_and(|t| !is_tag(t, "float")) {
         return None;
     }
@@ -439,6 +444,26 @@ fn number_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&
         }
     }
     None
+}
+
+/// An explicit `!!bool`, `!!int`, `!!float` or `!!timestamp` on text that does not
+/// read as one: go-yaml v2 fails with "cannot decode !!str `...` as a !!bool", so
+/// kubectl refuses the file (whatever the scalar's style).
+fn tag_problem(text: &str, tag: &str) -> Option<&'static str> {
+    use super::scalar::{resolve_plain, Resolved};
+    let r = resolve_plain(text);
+    let fits = if is_tag(tag, "bool") {
+        matches!(r, Resolved::Bool(_))
+    } else if is_tag(tag, "int") {
+        matches!(r, Resolved::Int(_) | Resolved::UInt(_))
+    } else if is_tag(tag, "float") {
+        matches!(r, Resolved::Int(_) | Resolved::UInt(_) | Resolved::Float(_))
+    } else if is_tag(tag, "timestamp") {
+        matches!(r, Resolved::Timestamp)
+    } else {
+        true
+    };
+    (!fits).then_some("does not read as the type its explicit tag names; kubectl refuses it")
 }
 
 fn is_tag(tag: &str, name: &str) -> bool {
@@ -643,6 +668,12 @@ fn expand(
                 } else {
                     // The key first: anchors count in document order.
                     let mut key = expand(k, anchors, budget, depth + 1)?;
+                    // An alias of a mapping or list used as a key: kubectl cannot turn
+                    // it into a JSON string and refuses the document, as it does the
+                    // same key written out.
+                    if !matches!(key.value, Value::Scalar(_)) {
+                        return Err(YamlError::ComplexKey { line: k.line });
+                    }
                     let v = expand(v, anchors, budget, depth + 1)?;
                     // An alias whose anchor is the scalar `<<` is an ordinary key;
                     // quoted, it stays one when an edited document is written out.
