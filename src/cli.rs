@@ -73,6 +73,12 @@ pub enum Command {
     /// Print the WorkerAuth JSON the NVCF agent derives for a pod.
     #[command(after_help = "Example:\n  kubectl nvcf-worker describe my-pod-0 -n team-a")]
     Describe(crate::live::DescribeArgs),
+    /// Print a ValidatingAdmissionPolicy and its binding that enforce the guard in the cluster.
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker policy --agent system:serviceaccount:nvca-system:nvca --audit-only | kubectl apply -f -\n  \
+        kubectl nvcf-worker policy --agent system:serviceaccount:nvca-system:nvca \\\n    --allow-applier system:serviceaccount:flux-system:kustomize-controller | kubectl apply -f -"
+    )]
+    Policy(PolicyArgs),
     /// Print a shell completion script.
     #[command(after_help = "Example:\n  source <(kubectl-nvcf-worker completion bash)")]
     Completion { shell: clap_complete::Shell },
@@ -132,6 +138,34 @@ pub struct ValidateArgs {
     /// Output format: text lines, a JSON report, or a SARIF 2.1.0 log for code scanning.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: ValidateFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PolicyArgs {
+    /// A user the policy does not evaluate: the NVCF agent (system:serviceaccount:NAMESPACE:NAME); repeatable.
+    #[arg(long = "agent", value_name = "SUBJECT")]
+    pub agents: Vec<String>,
+    /// A user (a GitOps controller) from whom the transformer's exact output is admitted; repeatable.
+    #[arg(long = "allow-applier", value_name = "SUBJECT")]
+    pub appliers: Vec<String>,
+    /// What the API server does when the policy cannot be evaluated.
+    #[arg(long = "failure-policy", value_enum, default_value = "fail")]
+    pub failure_policy: FailurePolicy,
+    /// Warn and record audit annotations instead of refusing (validationActions [Audit, Warn]): roll out with this first.
+    #[arg(long = "audit-only")]
+    pub audit_only: bool,
+    /// Only namespaces whose labels match (kubectl's selector syntax); cluster-scoped objects are always covered.
+    #[arg(long = "namespace-selector", value_name = "SELECTOR")]
+    pub namespace_selector: Option<String>,
+    /// Name of the policy and of its binding.
+    #[arg(long, default_value = crate::policy::DEFAULT_NAME)]
+    pub name: String,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum FailurePolicy {
+    Fail,
+    Ignore,
 }
 
 #[derive(clap::Args, Debug)]
@@ -334,6 +368,31 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
         Some(Command::Cleanup(args)) => crate::live::run_cleanup(args, stdout, stderr),
         Some(Command::Audit(args)) => crate::live::run_audit(args, stdout),
         Some(Command::Describe(args)) => crate::live::run_describe(args, stdout),
+        Some(Command::Policy(args)) => {
+            let subjects = args.agents.iter().chain(&args.appliers);
+            if let Some(bad) = subjects
+                .into_iter()
+                .find(|s| s.trim().is_empty() || s.trim() != s.as_str())
+            {
+                return Err(Error::Usage(format!(
+                    "--agent and --allow-applier take a username as the API server sees it (system:serviceaccount:NAMESPACE:NAME), not {bad:?}"
+                )));
+            }
+            let opts = crate::policy::Options {
+                name: args.name,
+                agents: args.agents,
+                appliers: args.appliers,
+                failure_policy: format!("{:?}", args.failure_policy),
+                audit_only: args.audit_only,
+                namespaces: args
+                    .namespace_selector
+                    .map(|s| Selector::parse(&s).map_err(Error::Usage))
+                    .transpose()?,
+            };
+            stdout
+                .write_all(crate::policy::yaml(&opts).as_bytes())
+                .map_err(|e| Error::io("<stdout>", e))
+        }
         Some(Command::Completion { shell }) => {
             // Generated into memory: clap_complete panics on a failed write, and a
             // closed stdout (`| head -1`) is the reader's choice, not a failure.

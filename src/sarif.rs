@@ -89,6 +89,62 @@ pub const RULES: &[Rule] = &[
         full: "Spaces, a different case, zero-width or look-alike Unicode characters make a key that a reviewer reads as serviceAccountName while Kubernetes ignores or reads it differently.",
         help: "Write the key exactly as `serviceAccountName` (or remove it).",
     },
+    Rule {
+        id: guard::INFRA_ANNOTATION,
+        name: "AgentInfraAnnotation",
+        level: Severity::Error,
+        short: "An object or pod template carries the NVCF agent's infra annotation",
+        full: "The agent registers with ICMS only pods that carry nvca.nvcf.nvidia.io/nvca-infra-object and run as a worker account, and rejects workload objects that carry it: an object written with it claims to be the agent's.",
+        help: "Remove the annotation; only the agent sets it on its own objects.",
+    },
+    Rule {
+        id: guard::HAND_WRITTEN_IDENTITY,
+        name: "HandWrittenWorkerIdentity",
+        level: Severity::Error,
+        short: "A ServiceAccount, Role or RoleBinding uses a reserved worker identity name",
+        full: "nvcf-worker and nvcf-worker-* ServiceAccounts, Roles and RoleBindings are made by the NVCF agent, or by the transformer with its marks and exact shape; a hand-written one could stand in for a worker identity.",
+        help: "Pick another name, or let `kubectl nvcf-worker inject` generate the identity.",
+    },
+    Rule {
+        id: guard::ACCOUNT_REFERENCE,
+        name: "WorkerAccountReference",
+        level: Severity::Error,
+        short: "A serviceAccountRef or serviceAccount mapping names an NVCF worker account",
+        full: "Whatever reads such a reference (a chart, an operator, a secret store) would act as the worker.",
+        help: "Reference another ServiceAccount.",
+    },
+    Rule {
+        id: guard::ICMS_AUDIENCE,
+        name: "IcmsAudienceForNonWorker",
+        level: Severity::Warning,
+        short: "An nvcf-icms: token is projected for an account that is not a worker",
+        full: "ICMS accepts tokens only from worker identities the agent registered; a token with its audience for another account is either a mistake or an attempt.",
+        help: "Drop the volume, or give the workload its worker identity with `kubectl nvcf-worker inject`.",
+    },
+    Rule {
+        id: guard::RENAMED,
+        name: "WorkerIdentityRenamed",
+        level: Severity::Error,
+        short: "A worker identity was renamed after the transformer ran",
+        full: "A namePrefix or nameSuffix in a later kustomization renames the identity and its workload; ICMS does not accept a worker under the new name.",
+        help: "Run the transformer in the overlay that sets the final names.",
+    },
+    Rule {
+        id: guard::IDENTITY_COLLISION,
+        name: "WorkerIdentityCollision",
+        level: Severity::Error,
+        short: "Two workloads' identities share one name in one namespace",
+        full: "One ServiceAccount cannot be the identity of two workloads; names that differ only in kind, or a long name's shortened form, can derive the same identity.",
+        help: "Rename one workload.",
+    },
+    Rule {
+        id: guard::MINT_FOR_WORKER,
+        name: "TokenForWorkerAccount",
+        level: Severity::Error,
+        short: "A rule mints tokens for, or impersonates, a named worker account",
+        full: "create on serviceaccounts/token or impersonate with resourceNames naming a worker account lets the holder obtain that worker's token without being the worker.",
+        help: "Drop the rule, or name accounts that are not worker identities.",
+    },
 ];
 
 fn level(s: Severity) -> &'static str {
@@ -305,7 +361,10 @@ mod tests {
         let ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
         assert_eq!(
             ids,
-            ["NVW001", "NVW101", "NVW102", "NVW103", "NVW104", "NVW105", "NVW106", "NVW107"]
+            [
+                "NVW001", "NVW101", "NVW102", "NVW103", "NVW104", "NVW105", "NVW106", "NVW107",
+                "NVW108", "NVW109", "NVW110", "NVW111", "NVW112", "NVW113", "NVW114"
+            ]
         );
     }
 }

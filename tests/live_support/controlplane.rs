@@ -368,6 +368,9 @@ impl ControlPlane {
                 &format!("--cluster-signing-cert-file={}", p("ca.crt")),
                 &format!("--cluster-signing-key-file={}", p("ca.key")),
                 "--controllers=*",
+                // Each controller acts as its own ServiceAccount (kubeadm's default),
+                // so the admission policy sees who creates a pod (tests/live_policy.rs).
+                "--use-service-account-credentials",
             ]),
         )?;
         // Ready once the controllers run: the default namespace got its ServiceAccount.

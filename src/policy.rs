@@ -1,0 +1,638 @@
+//! The guard inside the cluster: a ValidatingAdmissionPolicy and its binding
+//! (`admissionregistration.k8s.io/v1`) whose CEL refuses what the guard refuses
+//! in manifests, for the built-in kinds the API server serves.
+//!
+//! The rule ids, the reserved names, the agent's annotation, the transformer's
+//! marks and the contract's token volume, mounts and env all come from `guard`,
+//! `identity` and `sarif::RULES`; only their spelling in CEL lives here.
+//!
+//! What CEL cannot do, and the guard does: look at other objects (the trio of a
+//! workload, identity collisions, renamed identities), hash (the shortened name
+//! of an identity longer than 253 characters), walk custom resources of any
+//! shape. Those stay with `validate` and `audit`.
+//!
+//! Exemptions, decided in `matchConditions` so an exempt request is not evaluated:
+//! - `--agent` users: the NVCF agent writes worker identities and their pods.
+//! - The kube-controller-manager's controllers creating or updating an object that
+//!   has a controller owner reference: a Deployment's ReplicaSet, a ReplicaSet's
+//!   Pod, a CronJob's Job. The owner was itself admitted by this policy (or is
+//!   older than it), so its template is.
+//!
+//! `--allow-applier` users (a GitOps controller) are evaluated, but each rule lets
+//! them through with the transformer's exact output, object by object.
+//!
+//! An update that leaves what a rule looks at unchanged passes that rule: the
+//! policy refuses new forgeries; objects older than the policy are audit's.
+
+use serde_json::{json, Value};
+
+use crate::guard;
+use crate::identity as id;
+use crate::manifest::{from_json, YamlWriter};
+use crate::sarif;
+use crate::selector::{Requirement, Selector};
+
+/// The object name of both the policy and its binding, unless `--name` says otherwise.
+pub const DEFAULT_NAME: &str = "nvcf-worker-guard";
+
+/// Who the kube-controller-manager acts as: one user when it runs with its own
+/// credentials, one ServiceAccount per controller with
+/// `--use-service-account-credentials` (kubeadm's default). Only those that
+/// create pod-bearing objects from a template.
+pub const CONTROLLERS: [&str; 8] = [
+    "system:kube-controller-manager",
+    "system:serviceaccount:kube-system:deployment-controller",
+    "system:serviceaccount:kube-system:replicaset-controller",
+    "system:serviceaccount:kube-system:replication-controller",
+    "system:serviceaccount:kube-system:statefulset-controller",
+    "system:serviceaccount:kube-system:daemon-set-controller",
+    "system:serviceaccount:kube-system:job-controller",
+    "system:serviceaccount:kube-system:cronjob-controller",
+];
+
+/// The built-in kinds with a pod template, as in `workload::pod_spec_path`.
+const POD_KINDS: [&str; 9] = [
+    "Pod",
+    "PodTemplate",
+    "ReplicationController",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+];
+
+/// What the command prints.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub name: String,
+    /// Users whose requests are not evaluated (the agent's ServiceAccount).
+    pub agents: Vec<String>,
+    /// Users from whom the transformer's exact output is admitted.
+    pub appliers: Vec<String>,
+    /// `Fail` (a request is refused when the policy cannot be evaluated) or `Ignore`.
+    pub failure_policy: String,
+    /// `[Audit, Warn]` instead of `[Deny]`: for rolling out.
+    pub audit_only: bool,
+    /// Namespaces the binding covers (cluster-scoped objects are always covered).
+    pub namespaces: Option<Selector>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            name: DEFAULT_NAME.into(),
+            agents: Vec::new(),
+            appliers: Vec::new(),
+            failure_policy: "Fail".into(),
+            audit_only: false,
+            namespaces: None,
+        }
+    }
+}
+
+/// A CEL string literal.
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+fn list(items: &[impl AsRef<str>]) -> String {
+    let items: Vec<String> = items.iter().map(|s| lit(s.as_ref())).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// `x` is a reserved worker account (`identity::is_reserved`).
+fn reserved(x: &str) -> String {
+    format!(
+        "({x} == {} || {x}.startsWith({}))",
+        lit(id::WORKER_NAME),
+        lit(id::PREFIX)
+    )
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+/// The username of a worker ServiceAccount in any namespace.
+fn worker_user_regex() -> String {
+    format!(
+        "^system:serviceaccount:[^:]+:({}|{}.*)$",
+        regex_escape(id::WORKER_NAME),
+        regex_escape(id::PREFIX)
+    )
+}
+
+/// A path at or under the token directory, allowing the `//` and `/./` Kubernetes
+/// would resolve to it; any `..` counts as possibly there.
+fn in_token_dir(p: &str) -> String {
+    let segments: Vec<String> = id::TOKEN_MOUNT_PATH
+        .trim_start_matches('/')
+        .split('/')
+        .map(regex_escape)
+        .collect();
+    let re = format!("^(/+\\.)*/+{}(/.*)?$", segments.join("(/+\\.)*/+"));
+    format!("({p}.matches({}) || {p}.contains('..'))", lit(&re))
+}
+
+/// `m` mounts the token volume exactly as the contract says.
+fn token_dir_exact(p: &str) -> String {
+    let segments: Vec<String> = id::TOKEN_MOUNT_PATH
+        .trim_start_matches('/')
+        .split('/')
+        .map(regex_escape)
+        .collect();
+    let re = format!("^(/+\\.)*/+{}(/+\\.?)*$", segments.join("(/+\\.)*/+"));
+    format!("{p}.matches({})", lit(&re))
+}
+
+fn annotation(meta: &str, key: &str) -> String {
+    format!(
+        "(has({meta}.annotations) && {k} in {meta}.annotations ? {meta}.annotations[{k}] : '')",
+        k = lit(key)
+    )
+}
+
+fn label(meta: &str, key: &str) -> String {
+    format!(
+        "(has({meta}.labels) && {k} in {meta}.labels ? {meta}.labels[{k}] : '')",
+        k = lit(key)
+    )
+}
+
+/// The pod template (metadata and spec) of a pod-bearing object `o`, or null.
+fn template(o: &str) -> String {
+    let kinds: Vec<&str> = POD_KINDS
+        .iter()
+        .copied()
+        .filter(|k| !matches!(*k, "Pod" | "PodTemplate" | "CronJob"))
+        .collect();
+    format!(
+        "{o} == null ? null : {o}.kind == 'Pod' ? {o} \
+         : {o}.kind == 'PodTemplate' ? (has({o}.template) ? {o}.template : null) \
+         : {o}.kind == 'CronJob' ? (has({o}.spec.jobTemplate.spec) && has({o}.spec.jobTemplate.spec.template) ? {o}.spec.jobTemplate.spec.template : null) \
+         : {o}.kind in {} ? (has({o}.spec.template) ? {o}.spec.template : null) \
+         : null",
+        list(&kinds)
+    )
+}
+
+/// The pod spec of a template variable, or null.
+fn spec(t: &str) -> String {
+    format!("{t} == null || !has({t}.spec) ? null : {t}.spec")
+}
+
+/// The accounts a pod spec `s` names, `''` for none.
+fn accounts(s: &str) -> String {
+    format!(
+        "[has({s}.serviceAccountName) ? {s}.serviceAccountName : '', has({s}.serviceAccount) ? {s}.serviceAccount : '']"
+    )
+}
+
+/// A container `c` carries exactly the contract's token mount and env.
+fn container_exact(c: &str) -> String {
+    let tv = lit(id::TOKEN_VOLUME);
+    let mut parts = vec![
+        format!("has({c}.volumeMounts)"),
+        format!("{c}.volumeMounts.filter(m, m.name == {tv}).size() == 1"),
+        format!(
+            "{c}.volumeMounts.exists(m, m.name == {tv} && {} && has(m.readOnly) && m.readOnly == true && !has(m.subPath) && !has(m.subPathExpr))",
+            token_dir_exact("m.mountPath")
+        ),
+        format!(
+            "!{c}.volumeMounts.exists(m, m.name != {tv} && {})",
+            in_token_dir("m.mountPath")
+        ),
+        format!("has({c}.env)"),
+    ];
+    for (name, value) in id::env_vars() {
+        parts.push(format!(
+            "{c}.env.filter(e, e.name == {n}).size() == 1 && {c}.env.exists(e, e.name == {n} && has(e.value) && e.value == {v} && !has(e.valueFrom))",
+            n = lit(name),
+            v = lit(value)
+        ));
+    }
+    format!("({})", parts.join(" && "))
+}
+
+/// A container `c` carries nothing of the contract (an init container, or one
+/// `nvcf.io/skip-containers` names).
+fn container_untouched(c: &str) -> String {
+    let names: Vec<&str> = id::env_vars().iter().map(|(n, _)| *n).collect();
+    format!(
+        "((!has({c}.volumeMounts) || !{c}.volumeMounts.exists(m, m.name == {tv} || {dir})) && (!has({c}.env) || !{c}.env.exists(e, e.name in {env})))",
+        tv = lit(id::TOKEN_VOLUME),
+        dir = in_token_dir("m.mountPath"),
+        env = list(&names)
+    )
+}
+
+/// The projected token volume of the contract: any `nvcf-icms:<cluster>`
+/// audience, a lifetime the agent accepts, no other fields (`workload::is_token_volume`).
+fn token_volume(v: &str) -> String {
+    let t = format!("{v}.projected.sources[0].serviceAccountToken");
+    format!(
+        "({v}.all(k, k in ['name', 'projected']) && has({v}.projected) && {v}.projected.all(k, k in ['sources', 'defaultMode']) \
+         && has({v}.projected.sources) && size({v}.projected.sources) == 1 && {v}.projected.sources[0].all(k, k == 'serviceAccountToken') \
+         && has({t}) && {t}.all(k, k in ['audience', 'expirationSeconds', 'path']) \
+         && has({t}.audience) && {t}.audience.startsWith('nvcf-icms:') && {t}.audience.substring(10).trim() != '' \
+         && has({t}.expirationSeconds) && {t}.expirationSeconds >= {min} && {t}.expirationSeconds <= {max} \
+         && {t}.path == {path})",
+        min = id::MIN_EXPIRATION_SECONDS,
+        max = id::MAX_EXPIRATION_SECONDS,
+        path = lit(id::TOKEN_PATH)
+    )
+}
+
+/// The pod spec `s` of object `o` (template `t`) is the transformer's output
+/// (`workload::contract_problem`) for the identity of its own name or namespace.
+fn contract(o: &str, s: &str) -> String {
+    let skip = format!(
+        "{}.split(',').map(x, x.trim())",
+        annotation(&format!("{o}.metadata"), id::SKIP_CONTAINERS_ANNOTATION)
+    );
+    let tv = lit(id::TOKEN_VOLUME);
+    format!(
+        "({accts}.all(a, a == '' || {own}) && {accts}.exists(a, a != '') \
+         && has({s}.automountServiceAccountToken) && {s}.automountServiceAccountToken == false \
+         && has({s}.volumes) && {s}.volumes.filter(v, v.name == {tv}).size() == 1 && {s}.volumes.exists(v, v.name == {tv} && {vol}) \
+         && {s}.containers.all(c, {exact} || c.name in {skip} && {untouched}) \
+         && (!has({s}.initContainers) || {s}.initContainers.all(c, {exact} || {untouched})))",
+        accts = accounts(s),
+        own = format!(
+            "(size({prefix} + {o}.metadata.name) <= {max} && a == {prefix} + {o}.metadata.name) || a == {name}",
+            prefix = lit(id::PREFIX),
+            max = id::MAX_NAME_LEN,
+            name = lit(id::WORKER_NAME)
+        ),
+        vol = token_volume("v"),
+        exact = container_exact("c"),
+        untouched = container_untouched("c"),
+    )
+}
+
+/// `o` carries the transformer's marks for the identity named as it is
+/// (`identity::Marks::read`, `Marks::identity_name`).
+fn marked(o: &str) -> String {
+    let meta = format!("{o}.metadata");
+    let workload = annotation(&meta, id::WORKLOAD_ANNOTATION);
+    format!(
+        "({managed} == {managed_by} && {origin} == {manifest} \
+         && ({scope} == {ns_scope} && {o}.metadata.name == {worker} \
+             || {workload}.indexOf('/') > 0 && {api} != '' && {o}.metadata.name == {prefix} + {workload}.substring({workload}.indexOf('/') + 1)))",
+        managed = label(&meta, id::MANAGED_BY_LABEL),
+        managed_by = lit(id::MANAGED_BY),
+        origin = label(&meta, id::ORIGIN_LABEL),
+        manifest = lit(id::ORIGIN_MANIFEST),
+        scope = annotation(&meta, id::SCOPE_ANNOTATION),
+        ns_scope = lit(id::SCOPE_NAMESPACE),
+        worker = lit(id::WORKER_NAME),
+        api = annotation(&meta, id::WORKLOAD_API_VERSION_ANNOTATION),
+        prefix = lit(id::PREFIX),
+    )
+}
+
+/// `o` is a member of the transformer's trio (`guard::member_problem`).
+fn trio_member(o: &str) -> String {
+    let binding = format!(
+        "{o}.roleRef.apiGroup == 'rbac.authorization.k8s.io' && {o}.roleRef.kind == 'Role' && {o}.roleRef.name == {o}.metadata.name \
+         && has({o}.subjects) && size({o}.subjects) == 1 && {o}.subjects.all(x, x.kind == 'ServiceAccount' && x.name == {o}.metadata.name \
+         && (!has(x.namespace) || x.namespace == {o}.metadata.namespace) && (!has(x.apiGroup) || x.apiGroup == ''))"
+    );
+    format!(
+        "({marked} && ({o}.kind == 'ServiceAccount' && has({o}.automountServiceAccountToken) && {o}.automountServiceAccountToken == false \
+         || {o}.kind == 'Role' && (!has({o}.rules) || size({o}.rules) == 0) \
+         || {o}.kind == 'RoleBinding' && {binding}))",
+        marked = marked(o)
+    )
+}
+
+/// One rule of the policy: when `object` (with template variable `tpl`) breaks
+/// it, and what of the object it looks at (an update leaving that unchanged passes).
+struct Rule {
+    id: &'static str,
+    /// The violation, with `{o}` the object and `{t}` its template variable.
+    violation: fn(&str, &str, &str) -> String,
+    /// What the rule reads, with the same placeholders (compared part by part:
+    /// CEL lists hold one type).
+    subject: fn(&str, &str, &str) -> Vec<String>,
+    /// What the policy says after the rule's summary.
+    detail: &'static str,
+}
+
+const APPLIER: &str = "variables.fromApplier";
+
+fn rules() -> Vec<Rule> {
+    vec![
+        Rule {
+            id: guard::POD_SPEC_ACCOUNT,
+            violation: |o, _t, s| {
+                format!(
+                    "{s} != null && {accts}.exists(a, {r}) && !({APPLIER} && {contract})",
+                    accts = accounts(s),
+                    r = reserved("a"),
+                    contract = contract(o, s)
+                )
+            },
+            subject: |_o, _t, s| vec![s.to_string()],
+            detail: "nvcf-worker and nvcf-worker-* are reserved: only the NVCF agent, or the transformer's exact output applied by an allowed applier, may run a pod as one",
+        },
+        Rule {
+            id: guard::INFRA_ANNOTATION,
+            violation: |o, t, _s| {
+                let key = lit(id::INFRA_ANNOTATION);
+                format!(
+                    "(has({o}.metadata.annotations) && {key} in {o}.metadata.annotations) \
+                     || ({t} != null && has({t}.metadata) && has({t}.metadata.annotations) && {key} in {t}.metadata.annotations)"
+                )
+            },
+            subject: |o, t, _s| {
+                let key = lit(id::INFRA_ANNOTATION);
+                vec![
+                    format!("has({o}.metadata.annotations) && {key} in {o}.metadata.annotations"),
+                    format!("{t} != null && has({t}.metadata) && has({t}.metadata.annotations) && {key} in {t}.metadata.annotations"),
+                ]
+            },
+            detail: "the annotation nvca.nvcf.nvidia.io/nvca-infra-object is the NVCF agent's own mark; only the agent may set it",
+        },
+        Rule {
+            id: guard::HAND_WRITTEN_IDENTITY,
+            violation: |o, _t, _s| {
+                format!(
+                    "{o}.kind in {kinds} && {r} && !({APPLIER} && {member})",
+                    kinds = list(&id::TRIO_KINDS),
+                    r = reserved(&format!("{o}.metadata.name")),
+                    member = trio_member(o)
+                )
+            },
+            subject: |o, _t, _s| vec![format!("{o}.metadata.name")],
+            detail: "ServiceAccounts, Roles and RoleBindings named nvcf-worker or nvcf-worker-* belong to the NVCF agent or the transformer",
+        },
+        Rule {
+            id: guard::BINDING_TO_WORKER,
+            violation: |o, _t, _s| {
+                format!(
+                    "{o}.kind in ['RoleBinding', 'ClusterRoleBinding'] && has({o}.subjects) \
+                     && {o}.subjects.exists(x, x.kind == 'ServiceAccount' && {r} || x.kind == 'User' && x.name.matches({re})) \
+                     && !({APPLIER} && {o}.kind == 'RoleBinding' && {member})",
+                    r = reserved("x.name"),
+                    re = lit(&worker_user_regex()),
+                    member = trio_member(o)
+                )
+            },
+            subject: |o, _t, _s| vec![format!("has({o}.subjects) ? {o}.subjects : []")],
+            detail: "a worker identity keeps only its own empty Role; bind another ServiceAccount",
+        },
+        Rule {
+            id: guard::WORKER_ROLE_RULES,
+            violation: |o, _t, _s| {
+                format!(
+                    "{o}.kind in ['Role', 'ClusterRole'] && {r} && (has({o}.rules) && size({o}.rules) > 0 || has({o}.aggregationRule))",
+                    r = reserved(&format!("{o}.metadata.name"))
+                )
+            },
+            subject: |o, _t, _s| {
+                vec![
+                    format!("has({o}.rules) ? {o}.rules : []"),
+                    format!("has({o}.aggregationRule)"),
+                ]
+            },
+            detail: "a worker Role is deny-by-default: rules: []",
+        },
+        Rule {
+            id: guard::MINT_FOR_WORKER,
+            violation: |o, _t, _s| {
+                let any = |field: &str, values: &[&str]| {
+                    format!(
+                        "has(x.{field}) && x.{field}.exists(v, v in {})",
+                        list(values)
+                    )
+                };
+                format!(
+                    "{o}.kind in ['Role', 'ClusterRole'] && has({o}.rules) && {o}.rules.exists(x, ({core}) \
+                     && (({create} && {token}) || ({imp} && {who})) \
+                     && has(x.resourceNames) && x.resourceNames.exists(n, {r} || n.matches({re})))",
+                    core = any("apiGroups", &["", "*"]),
+                    create = any("verbs", &["create", "*"]),
+                    token = any(
+                        "resources",
+                        &[
+                            "*",
+                            "serviceaccounts/token",
+                            "serviceaccounts/*",
+                            "*/token"
+                        ]
+                    ),
+                    imp = any("verbs", &["impersonate", "*"]),
+                    who = any("resources", &["*", "serviceaccounts", "users"]),
+                    r = reserved("n"),
+                    re = lit(&worker_user_regex()),
+                )
+            },
+            subject: |o, _t, _s| vec![format!("has({o}.rules) ? {o}.rules : []")],
+            detail: "minting tokens for, or impersonating, a worker account obtains its token without being the worker",
+        },
+        Rule {
+            id: guard::WORKER_TOKEN_SECRET,
+            violation: |o, _t, _s| {
+                let sa = annotation(&format!("{o}.metadata"), "kubernetes.io/service-account.name");
+                format!(
+                    "{o}.kind == 'Secret' && has({o}.type) && {o}.type == 'kubernetes.io/service-account-token' && {}",
+                    reserved(&sa)
+                )
+            },
+            subject: |o, _t, _s| {
+                vec![
+                    format!("has({o}.type) ? {o}.type : ''"),
+                    annotation(&format!("{o}.metadata"), "kubernetes.io/service-account.name"),
+                ]
+            },
+            detail: "worker identities use projected tokens of at most a day; delete the Secret",
+        },
+    ]
+}
+
+/// The summary `validate` and SARIF give the rule.
+fn summary(rule: &str) -> &'static str {
+    sarif::RULES
+        .iter()
+        .find(|r| r.id == rule)
+        .map(|r| r.short)
+        .expect("every rule of the policy has a SARIF entry")
+}
+
+fn resource_rules() -> Value {
+    let rule = |groups: &[&str], resources: &[&str]| json!({"apiGroups": groups, "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources});
+    json!([
+        rule(
+            &[""],
+            &[
+                "pods",
+                "podtemplates",
+                "replicationcontrollers",
+                "serviceaccounts",
+                "secrets"
+            ]
+        ),
+        rule(
+            &["apps"],
+            &["deployments", "replicasets", "statefulsets", "daemonsets"]
+        ),
+        rule(&["batch"], &["jobs", "cronjobs"]),
+        rule(
+            &["rbac.authorization.k8s.io"],
+            &[
+                "roles",
+                "rolebindings",
+                "clusterroles",
+                "clusterrolebindings"
+            ]
+        ),
+    ])
+}
+
+fn label_selector(s: &Selector) -> Value {
+    let mut labels = serde_json::Map::new();
+    let mut exprs = Vec::new();
+    for r in &s.0 {
+        match r {
+            Requirement::Equals(k, v) => {
+                labels.insert(k.clone(), v.clone().into());
+            }
+            Requirement::NotEquals(k, v) => {
+                exprs.push(json!({"key": k, "operator": "NotIn", "values": [v]}))
+            }
+            Requirement::In(k, vs) => exprs.push(json!({"key": k, "operator": "In", "values": vs})),
+            Requirement::NotIn(k, vs) => {
+                exprs.push(json!({"key": k, "operator": "NotIn", "values": vs}))
+            }
+            Requirement::Exists(k) => exprs.push(json!({"key": k, "operator": "Exists"})),
+            Requirement::DoesNotExist(k) => {
+                exprs.push(json!({"key": k, "operator": "DoesNotExist"}))
+            }
+        }
+    }
+    let mut out = serde_json::Map::new();
+    if !labels.is_empty() {
+        out.insert("matchLabels".into(), labels.into());
+    }
+    if !exprs.is_empty() {
+        out.insert("matchExpressions".into(), exprs.into());
+    }
+    out.into()
+}
+
+/// The ValidatingAdmissionPolicy and its binding, as JSON objects.
+pub fn objects(opts: &Options) -> [Value; 2] {
+    let meta = |name: &str| json!({"name": name, "labels": {id::MANAGED_BY_LABEL: id::MANAGED_BY}});
+    let mut conditions = Vec::new();
+    if !opts.agents.is_empty() {
+        conditions.push(json!({
+            "name": "not-the-agent",
+            "expression": format!("!(request.userInfo.username in {})", list(&opts.agents)),
+        }));
+    }
+    conditions.push(json!({
+        "name": "not-a-controller-making-an-owned-object",
+        "expression": format!(
+            "!(request.userInfo.username in {} && has(object.metadata.ownerReferences) \
+             && object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller))",
+            list(&CONTROLLERS)
+        ),
+    }));
+    let validations: Vec<Value> = rules()
+        .iter()
+        .map(|r| {
+            let new = (r.violation)("object", "variables.template", "variables.spec");
+            let unchanged: Vec<String> =
+                (r.subject)("object", "variables.template", "variables.spec")
+                    .iter()
+                    .zip((r.subject)(
+                        "oldObject",
+                        "variables.oldTemplate",
+                        "variables.oldSpec",
+                    ))
+                    .map(|(a, b)| format!("({a}) == ({b})"))
+                    .collect();
+            json!({
+                "expression": format!(
+                    "!({new}) || (request.operation == 'UPDATE' && {})",
+                    unchanged.join(" && ")
+                ),
+                "message": format!("{}: {}: {}", r.id, summary(r.id), r.detail),
+                "reason": "Forbidden",
+            })
+        })
+        .collect();
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": meta(&opts.name),
+        "spec": {
+            "failurePolicy": opts.failure_policy,
+            "matchConstraints": {"resourceRules": resource_rules()},
+            "matchConditions": conditions,
+            "variables": [
+                {"name": "fromApplier", "expression": format!("request.userInfo.username in {}", list(&opts.appliers))},
+                {"name": "template", "expression": template("object")},
+                {"name": "spec", "expression": spec("variables.template")},
+                {"name": "oldTemplate", "expression": template("oldObject")},
+                {"name": "oldSpec", "expression": spec("variables.oldTemplate")},
+            ],
+            "validations": validations,
+        },
+    });
+    let actions = if opts.audit_only {
+        json!(["Audit", "Warn"])
+    } else {
+        json!(["Deny"])
+    };
+    let mut spec = json!({"policyName": opts.name, "validationActions": actions});
+    if let Some(sel) = &opts.namespaces {
+        spec["matchResources"] = json!({"namespaceSelector": label_selector(sel)});
+    }
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta(&opts.name),
+        "spec": spec,
+    });
+    [policy, binding]
+}
+
+/// Both objects as one YAML stream.
+pub fn yaml(opts: &Options) -> String {
+    let mut out = Vec::new();
+    let mut w = YamlWriter::new(&mut out);
+    for (i, o) in objects(opts).iter().enumerate() {
+        w.node_document(&from_json(o), i > 0, false);
+    }
+    w.finish();
+    String::from_utf8(out).expect("emitter writes UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_escape_quotes_and_backslashes() {
+        assert_eq!(lit(r"a'b\c"), r"'a\'b\\c'");
+    }
+
+    #[test]
+    fn every_rule_names_a_guard_rule_with_a_summary() {
+        for r in rules() {
+            assert!(!summary(r.id).is_empty());
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! `kubectl nvcf-worker policy` against the real kube-apiserver (issue 10, part 5):
+//! the guard's forgery vectors, sent as a restricted user, are refused with the
+//! policy's message and their look-alikes pass; the agent and the allowed applier
+//! are admitted; a Deployment the applier was allowed gets its pods from the real
+//! controllers; audit-only mode warns instead of refusing.
+//!
+//! Every test installs its own policy, bound to its own namespaces by a label
+//! (`--namespace-selector`), so tests running side by side do not see each
+//! other's bindings; cluster-scoped objects are seen by every binding, which is
+//! why all tests share one agent and one applier.
+
+mod live_support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use live_support::*;
+use serde_json::{json, Value};
+
+const AGENT_NS: &str = "nvca-system";
+const AGENT: &str = "system:serviceaccount:nvca-system:nvca";
+const APPLIER_NS: &str = "flux-system";
+const APPLIER: &str = "system:serviceaccount:flux-system:kustomize-controller";
+/// The label whose value, the test id, selects a test's namespaces.
+const POLICY_LABEL: &str = "nvcf-policy-test";
+
+/// Kubeconfigs of the three callers, made once per test binary.
+struct Callers {
+    agent: PathBuf,
+    applier: PathBuf,
+    user: PathBuf,
+}
+
+/// The agent's and the applier's ServiceAccounts (cluster-admin, as the agent
+/// and a GitOps controller usually are) with tokens, and a restricted user who
+/// may write the kinds the policy covers (with `bind` and `escalate`, so RBAC
+/// leaves the bindings to the policy) and nothing else.
+fn callers(c: &Cluster) -> &'static Callers {
+    static CALLERS: OnceLock<Callers> = OnceLock::new();
+    CALLERS.get_or_init(|| {
+        let token = |ns: &str, sa: &str| {
+            for obj in [
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}),
+                json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": format!("{ns}-{sa}")},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                    "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]}),
+            ] {
+                c.admin.create(&obj).unwrap_or_else(|e| panic!("create {obj}: {e}"));
+            }
+            let t = c.token(ns, sa, &[], 7200);
+            c.cp.token_kubeconfig(sa, &t, None)
+        };
+        let agent = token(AGENT_NS, "nvca");
+        let applier = token(APPLIER_NS, "kustomize-controller");
+        let resources = json!([
+            {"apiGroups": [""], "resources": ["pods", "podtemplates", "replicationcontrollers", "serviceaccounts", "secrets"]},
+            {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"]},
+        ]);
+        let rules: Vec<Value> = resources
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r["verbs"] = json!(["create", "get", "list", "update", "patch", "delete", "bind", "escalate"]);
+                r
+            })
+            .collect();
+        for obj in [
+            json!({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "policy-test-writer"}, "rules": rules}),
+            json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": "policy-test-writer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "policy-test-writer"},
+                "subjects": [{"kind": "User", "name": "dev", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        ] {
+            c.admin.create(&obj).unwrap_or_else(|e| panic!("create {obj}: {e}"));
+        }
+        let user = c.cp.user_kubeconfig("dev", &[], None);
+        Callers {
+            agent,
+            applier,
+            user,
+        }
+    })
+}
+
+/// The real kubectl, with a bounded run time.
+fn kubectl_as(kubeconfig: &PathBuf, args: &[&str], stdin: Option<&str>) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("/usr/bin/kubectl");
+    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+    cmd.env_remove("KUBECONFIG");
+    if let Some(text) = stdin {
+        let file = dir.path().join("in.yaml");
+        std::fs::write(&file, text).unwrap();
+        cmd.arg("-f").arg(file);
+    }
+    output_within(cmd, Duration::from_secs(120))
+}
+
+/// `kubectl create --dry-run=server` of `objs` as the caller of `kubeconfig`:
+/// the request runs through admission, nothing is stored.
+fn try_create(kubeconfig: &PathBuf, objs: &[Value], dry_run: bool) -> Output {
+    let text = json!({"apiVersion": "v1", "kind": "List", "items": objs}).to_string();
+    let mut args = vec!["create", "-o", "name"];
+    if dry_run {
+        args.push("--dry-run=server");
+    }
+    kubectl_as(kubeconfig, &args, Some(&text))
+}
+
+/// Deletes a test's policy and binding when the test ends.
+struct Installed<'a>(&'a Cluster, String);
+
+impl Drop for Installed<'_> {
+    fn drop(&mut self) {
+        for plural in [
+            "validatingadmissionpolicybindings",
+            "validatingadmissionpolicies",
+        ] {
+            let _ = self.0.admin.call(
+                "DELETE",
+                &format!("/apis/admissionregistration.k8s.io/v1/{plural}/{}", self.1),
+                None,
+            );
+        }
+    }
+}
+
+/// This test's policy: the command's output piped into `kubectl apply` as the
+/// admin, bound to namespaces labelled with the test id.
+fn install<'a>(c: &'a Cluster, extra: &[&str]) -> Installed<'a> {
+    let name = format!("nvcf-worker-guard-{}", c.id);
+    let selector = format!("{POLICY_LABEL}={}", c.id);
+    let mut args = vec![
+        "policy",
+        "--agent",
+        AGENT,
+        "--allow-applier",
+        APPLIER,
+        "--name",
+        &name,
+        "--namespace-selector",
+        &selector,
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(BIN).args(&args).output().unwrap();
+    let yaml = ok(&out);
+    let applied = kubectl_as(&c.admin_kubeconfig, &["apply"], Some(&yaml));
+    let installed = Installed(c, name);
+    ok(&applied);
+    installed
+}
+
+/// Labels namespace `ns` so this test's binding covers it.
+fn cover(c: &Cluster, ns: &str) {
+    c.namespace(ns);
+    let (code, text) = client::runtime()
+        .block_on(c.admin.send_raw(
+            "PATCH",
+            &format!("/api/v1/namespaces/{ns}"),
+            Some(&json!({"metadata": {"labels": {POLICY_LABEL: c.id.to_string()}}})),
+            "application/merge-patch+json",
+        ))
+        .unwrap();
+    assert_eq!(code, 200, "label namespace {ns}: {text}");
+}
+
+/// Waits (bounded) until the policy named `name` refuses a forged ServiceAccount
+/// in `ns`: bindings take effect when the API server's informers see them.
+fn wait_until_enforced(c: &Cluster, ns: &str, audit: bool) {
+    let probe = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "nvcf-worker-probe", "namespace": ns}});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = try_create(&callers(c).user, &[probe.clone()], true);
+        let text = stderr(&out);
+        let seen = if audit {
+            out.status.success() && text.contains("NVW109")
+        } else {
+            !out.status.success() && text.contains("NVW109")
+        };
+        if seen {
+            return;
+        }
+        assert!(
+            !text.contains("error") || text.contains("denied") || text.contains("NVW"),
+            "probe failed otherwise: {text}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the policy did not take effect within 60 s: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn meta(name: &str, ns: Option<&str>) -> Value {
+    match ns {
+        Some(ns) => json!({"name": name, "namespace": ns}),
+        None => json!({"name": name}),
+    }
+}
+
+fn pod_spec(account: &str, restart: &str) -> Value {
+    json!({"serviceAccountName": account, "restartPolicy": restart,
+        "containers": [{"name": "app", "image": "busybox"}]})
+}
+
+/// A built-in pod-bearing object of `kind` running as `account`.
+fn workload(kind: &str, ns: &str, name: &str, account: &str) -> Value {
+    let restart = if matches!(kind, "Job" | "CronJob") {
+        "Never"
+    } else {
+        "Always"
+    };
+    let template =
+        json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec(account, restart)});
+    let selector = json!({"matchLabels": {"app": name}});
+    let (api, spec) = match kind {
+        "Pod" => ("v1", pod_spec(account, restart)),
+        "PodTemplate" => {
+            return json!({"apiVersion": "v1", "kind": kind, "metadata": meta(name, Some(ns)), "template": template})
+        }
+        "ReplicationController" => (
+            "v1",
+            json!({"replicas": 0, "selector": {"app": name}, "template": template}),
+        ),
+        "Deployment" | "ReplicaSet" | "DaemonSet" => (
+            "apps/v1",
+            json!({"selector": selector, "template": template}),
+        ),
+        "StatefulSet" => (
+            "apps/v1",
+            json!({"replicas": 0, "serviceName": name, "selector": selector, "template": template}),
+        ),
+        "Job" => ("batch/v1", json!({"template": template})),
+        "CronJob" => (
+            "batch/v1",
+            json!({"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}}),
+        ),
+        other => panic!("{other}"),
+    };
+    let mut obj =
+        json!({"apiVersion": api, "kind": kind, "metadata": meta(name, Some(ns)), "spec": spec});
+    if matches!(kind, "Deployment" | "ReplicaSet") {
+        obj["spec"]["replicas"] = json!(0);
+    }
+    obj
+}
+
+fn role(kind: &str, name: &str, ns: Option<&str>, rules: Value) -> Value {
+    json!({"apiVersion": RBAC, "kind": kind, "metadata": meta(name, ns), "rules": rules})
+}
+
+fn binding(kind: &str, name: &str, ns: Option<&str>, subject: Value) -> Value {
+    json!({"apiVersion": RBAC, "kind": kind, "metadata": meta(name, ns),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [subject]})
+}
+
+fn token_secret(ns: &str, account: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "tok", "namespace": ns,
+            "annotations": {"kubernetes.io/service-account.name": account}}})
+}
+
+fn annotated(mut obj: Value, key: &str, on_template: bool) -> Value {
+    let meta = if on_template {
+        &mut obj["spec"]["template"]["metadata"]
+    } else {
+        &mut obj["metadata"]
+    };
+    meta["annotations"] = json!({key: "true"});
+    obj
+}
+
+/// A rule that forges or widens a worker identity, and the look-alike that must pass.
+struct Vector {
+    what: String,
+    rule: &'static str,
+    bad: Value,
+    good: Value,
+}
+
+fn vectors(ns: &str, id: usize) -> Vec<Vector> {
+    let mut v = Vec::new();
+    let mut push = |what: String, rule, bad, good| {
+        v.push(Vector {
+            what,
+            rule,
+            bad,
+            good,
+        })
+    };
+    for kind in [
+        "Pod",
+        "PodTemplate",
+        "ReplicationController",
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "Job",
+        "CronJob",
+    ] {
+        push(
+            format!("{kind} running as a worker account"),
+            "NVW101",
+            workload(kind, ns, "app", "nvcf-worker-other"),
+            workload(kind, ns, "app", "nvcf-workers"),
+        );
+        push(
+            format!("{kind} running as the namespace's worker account"),
+            "NVW101",
+            workload(kind, ns, "app", "nvcf-worker"),
+            workload(kind, ns, "app", "nvcf-worker2"),
+        );
+    }
+    // The deprecated key, which the server mirrors from/to serviceAccountName.
+    let mut old_key = workload("Deployment", ns, "old", "default");
+    let spec = &mut old_key["spec"]["template"]["spec"];
+    spec.as_object_mut().unwrap().remove("serviceAccountName");
+    spec["serviceAccount"] = json!("nvcf-worker-other");
+    let mut old_good = old_key.clone();
+    old_good["spec"]["template"]["spec"]["serviceAccount"] = json!("nvcf-workers");
+    push(
+        "Deployment with serviceAccount (deprecated key)".into(),
+        "NVW101",
+        old_key,
+        old_good,
+    );
+    let infra = "nvca.nvcf.nvidia.io/nvca-infra-object";
+    let other = "nvca.nvcf.nvidia.io/miniservice-name";
+    let plain = workload("Deployment", ns, "web", "nvcf-workers");
+    push(
+        "the agent's annotation on a Deployment".into(),
+        "NVW108",
+        annotated(plain.clone(), infra, false),
+        annotated(plain.clone(), other, false),
+    );
+    push(
+        "the agent's annotation on a pod template".into(),
+        "NVW108",
+        annotated(plain.clone(), infra, true),
+        annotated(plain, other, true),
+    );
+    let pod = workload("Pod", ns, "p", "nvcf-workers");
+    push(
+        "the agent's annotation on a Pod".into(),
+        "NVW108",
+        annotated(pod.clone(), infra, false),
+        annotated(pod, other, false),
+    );
+    for (kind, good_name) in [
+        ("ServiceAccount", "nvcf-workerz"),
+        ("Role", "nvcf-worker2"),
+        ("RoleBinding", "nvcf-workerx"),
+    ] {
+        let obj = |name: &str| {
+            let mut o = trio(ns, name, None)
+                .into_iter()
+                .find(|o| o["kind"] == kind)
+                .unwrap();
+            if kind == "RoleBinding" {
+                // Bind a non-worker account, so only the name is at stake.
+                o["subjects"][0]["name"] = json!("default");
+            }
+            o
+        };
+        push(
+            format!("a hand-written {kind} with a reserved name"),
+            "NVW109",
+            obj("nvcf-worker-x"),
+            obj(good_name),
+        );
+    }
+    let sa = |name: &str| json!({"kind": "ServiceAccount", "name": name, "namespace": ns});
+    let user =
+        |name: &str| json!({"kind": "User", "name": name, "apiGroup": "rbac.authorization.k8s.io"});
+    push(
+        "a RoleBinding granting to a worker account".into(),
+        "NVW102",
+        binding("RoleBinding", "grant", Some(ns), sa("nvcf-worker-other")),
+        binding("RoleBinding", "grant", Some(ns), sa("nvcf-workers")),
+    );
+    push(
+        "a RoleBinding granting to a worker account's user name".into(),
+        "NVW102",
+        binding(
+            "RoleBinding",
+            "grant",
+            Some(ns),
+            user(&format!("system:serviceaccount:{ns}:nvcf-worker-other")),
+        ),
+        binding(
+            "RoleBinding",
+            "grant",
+            Some(ns),
+            user(&format!("system:serviceaccount:{ns}:nvcf-workers")),
+        ),
+    );
+    let crb = format!("grant-{id}");
+    push(
+        "a ClusterRoleBinding granting to a worker account".into(),
+        "NVW102",
+        binding("ClusterRoleBinding", &crb, None, sa("nvcf-worker")),
+        binding("ClusterRoleBinding", &crb, None, sa("nvcf-worker2")),
+    );
+    let reads = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]);
+    push(
+        "a worker ClusterRole with rules".into(),
+        "NVW104",
+        role(
+            "ClusterRole",
+            &format!("nvcf-worker-x-{id}"),
+            None,
+            reads.clone(),
+        ),
+        role("ClusterRole", &format!("nvcf-workers-x-{id}"), None, reads),
+    );
+    let mint = |names: &[&str]| json!([{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"], "resourceNames": names}]);
+    push(
+        "a Role minting tokens for a worker account".into(),
+        "NVW114",
+        role("Role", "minter", Some(ns), mint(&["nvcf-worker-other"])),
+        role("Role", "minter", Some(ns), mint(&["other"])),
+    );
+    let impersonate = |name: String| json!([{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": [name]}]);
+    push(
+        "a ClusterRole impersonating a worker account".into(),
+        "NVW114",
+        role(
+            "ClusterRole",
+            &format!("imp-{id}"),
+            None,
+            impersonate(format!("system:serviceaccount:{ns}:nvcf-worker")),
+        ),
+        role(
+            "ClusterRole",
+            &format!("imp-{id}"),
+            None,
+            impersonate(format!("system:serviceaccount:{ns}:nvcf-workers")),
+        ),
+    );
+    push(
+        "a long-lived token Secret for a worker account".into(),
+        "NVW106",
+        token_secret(ns, "nvcf-worker-other"),
+        token_secret(ns, "nvcf-workers"),
+    );
+    v
+}
+
+/// `inject`'s output for a Deployment `web` in `ns`, as documents.
+fn injected(ns: &str, name: &str, replicas: u32) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.yaml");
+    let app = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {"nvcf.io/worker": "true"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "busybox"}]}}}});
+    std::fs::write(&file, app.to_string()).unwrap();
+    let out = Command::new(BIN)
+        .args(["inject", "--cluster-id", "prod-1", "-o", "json", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .map(|v| v.unwrap())
+        .flat_map(|v| match v["items"].as_array() {
+            Some(items) if v["kind"] == "List" => items.clone(),
+            _ => vec![v],
+        })
+        .collect()
+}
+
+fn refused_with(out: &Output, rule: &str) -> bool {
+    let text = stderr(out);
+    !out.status.success() && text.contains("denied request") && text.contains(&format!("{rule}: "))
+}
+
+#[test]
+fn forgeries_from_a_restricted_user_are_refused_and_look_alikes_pass() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    cover(&c, &ns);
+    let who = callers(&c);
+    let _policy = install(&c, &[]);
+    wait_until_enforced(&c, &ns, false);
+    // The accounts the pods name must exist, or the ServiceAccount admission
+    // plugin refuses them before the policy runs: the agent makes the worker
+    // ones (admitted: it is exempt), the user the look-alikes (not reserved).
+    let agent_made: Vec<Value> = ["nvcf-worker-other", "nvcf-worker"]
+        .iter()
+        .map(|n| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(n, Some(&ns))}))
+        .collect();
+    ok(&try_create(&who.agent, &agent_made, false));
+    let user_made: Vec<Value> = ["nvcf-workers", "nvcf-worker2"]
+        .iter()
+        .map(|n| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(n, Some(&ns))}))
+        .collect();
+    ok(&try_create(&who.user, &user_made, false));
+
+    let started = Instant::now();
+    let vectors = vectors(&ns, c.id);
+    let mut failures = Vec::new();
+    for v in &vectors {
+        let bad = try_create(&who.user, &[v.bad.clone()], true);
+        if !refused_with(&bad, v.rule) {
+            failures.push(format!(
+                "{}: not refused with {}: exit {:?}\n{}{}",
+                v.what,
+                v.rule,
+                bad.status.code(),
+                stdout(&bad),
+                stderr(&bad)
+            ));
+        }
+        let good = try_create(&who.user, &[v.good.clone()], true);
+        if !good.status.success() || stderr(&good).contains("Warning") {
+            failures.push(format!(
+                "look-alike of {} not admitted cleanly: {}",
+                v.what,
+                stderr(&good)
+            ));
+        }
+    }
+    // The transformer's exact output is the applier's to apply, not the user's.
+    let out = try_create(&who.user, &injected(&ns, "web", 0), true);
+    assert!(
+        refused_with(&out, "NVW101") || refused_with(&out, "NVW109"),
+        "the user applied inject's output: {}",
+        stderr(&out)
+    );
+    eprintln!(
+        "{} vectors and look-alikes through the real API server in {:.1} s",
+        vectors.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    cover(&c, &ns);
+    let who = callers(&c);
+    let _policy = install(&c, &[]);
+    wait_until_enforced(&c, &ns, false);
+
+    // The agent: its own trio, annotated, and a pod running as the worker.
+    let mut objs = trio(&ns, "nvcf-worker-w-0", None);
+    objs.push(annotated(
+        workload("Pod", &ns, "w-0", "nvcf-worker-w-0"),
+        "nvca.nvcf.nvidia.io/nvca-infra-object",
+        false,
+    ));
+    ok(&try_create(&who.agent, &objs, false));
+
+    // The applier: inject's exact output is admitted, and the controllers
+    // (acting as their own ServiceAccounts) make the ReplicaSet and its pod.
+    let out = try_create(&who.applier, &injected(&ns, "web", 1), false);
+    let created = ok(&out);
+    assert!(
+        created.contains("deployment.apps/web")
+            && created.contains("serviceaccount/nvcf-worker-web"),
+        "{created}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pod = loop {
+        if let Some(p) = c
+            .list("v1", "Pod", Some(&ns))
+            .into_iter()
+            .find(|p| p["spec"]["serviceAccountName"] == "nvcf-worker-web")
+        {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the controllers made no pod for the admitted Deployment"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+
+    // The applier gets only the exact output: a token volume that lives too long,
+    // a trio member that differs, a binding that grants more.
+    let mut long = injected(&ns, "long", 0);
+    for o in &mut long {
+        if o["kind"] == "Deployment" {
+            o["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"][0]
+                ["serviceAccountToken"]["expirationSeconds"] = json!(172800);
+        }
+    }
+    let deployment = long.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let out = try_create(&who.applier, &[deployment.clone()], true);
+    assert!(refused_with(&out, "NVW101"), "{}", stderr(&out));
+    let mut sa = long
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .unwrap()
+        .clone();
+    sa["automountServiceAccountToken"] = json!(true);
+    let out = try_create(&who.applier, &[sa], true);
+    assert!(refused_with(&out, "NVW109"), "{}", stderr(&out));
+    let mut rb = long
+        .iter()
+        .find(|o| o["kind"] == "RoleBinding")
+        .unwrap()
+        .clone();
+    rb["roleRef"]["kind"] = json!("ClusterRole");
+    rb["roleRef"]["name"] = json!("admin");
+    let out = try_create(&who.applier, &[rb], true);
+    assert!(refused_with(&out, "NVW109"), "{}", stderr(&out));
+    let role = long.iter().find(|o| o["kind"] == "Role").unwrap().clone();
+    let mut widened = role.clone();
+    widened["rules"] = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]);
+    let out = try_create(&who.applier, &[widened], true);
+    assert!(refused_with(&out, "NVW109"), "{}", stderr(&out));
+
+    // An update that leaves what the rules read alone passes: the user may label
+    // the agent's worker pod, not re-point it.
+    let out = kubectl_as(
+        &who.user,
+        &["label", "-n", &ns, "pod", "w-0", "team=a"],
+        None,
+    );
+    ok(&out);
+}
+
+#[test]
+fn audit_only_warns_instead_of_refusing() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    cover(&c, &ns);
+    let who = callers(&c);
+    let _policy = install(&c, &["--audit-only"]);
+    wait_until_enforced(&c, &ns, true);
+    ok(&try_create(
+        &who.agent,
+        &[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("nvcf-worker-other", Some(&ns))}),
+        ],
+        false,
+    ));
+    let out = try_create(
+        &who.user,
+        &[workload("Deployment", &ns, "app", "nvcf-worker-other")],
+        false,
+    );
+    let text = stderr(&out);
+    assert!(
+        out.status.success() && text.contains("Warning") && text.contains("NVW101: "),
+        "exit {:?}: {text}",
+        out.status.code()
+    );
+    assert!(c.get("apps/v1", "Deployment", Some(&ns), "app").is_some());
+}
