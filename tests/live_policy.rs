@@ -334,6 +334,19 @@ fn vectors(ns: &str, id: usize) -> Vec<Vector> {
         old_key,
         old_good,
     );
+    // An owner reference does not make a user a controller.
+    let owned = |account: &str| {
+        let mut p = workload("Pod", ns, "owned", account);
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "name": "web-1", "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]);
+        p
+    };
+    push(
+        "a Pod claiming a controller owner".into(),
+        "NVW101",
+        owned("nvcf-worker-other"),
+        owned("nvcf-workers"),
+    );
     let infra = "nvca.nvcf.nvidia.io/nvca-infra-object";
     let other = "nvca.nvcf.nvidia.io/miniservice-name";
     let plain = workload("Deployment", ns, "web", "nvcf-workers");
@@ -509,6 +522,32 @@ fn forgeries_from_a_restricted_user_are_refused_and_look_alikes_pass() {
         .collect();
     ok(&try_create(&who.user, &user_made, false));
 
+    // The API server type-checks the CEL against the matched kinds' schemas and
+    // reports what it finds in the policy's status.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let p = c
+            .admin
+            .call(
+                "GET",
+                &format!(
+                    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/nvcf-worker-guard-{}",
+                    c.id
+                ),
+                None,
+            )
+            .unwrap();
+        if p["status"]["observedGeneration"] == p["metadata"]["generation"] {
+            break p["status"].clone();
+        }
+        assert!(Instant::now() < deadline, "policy status not observed: {p}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        status["typeChecking"]["expressionWarnings"].is_null(),
+        "the API server's type check warns: {status}"
+    );
+
     let started = Instant::now();
     let vectors = vectors(&ns, c.id);
     let mut failures = Vec::new();
@@ -628,13 +667,50 @@ fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods(
     assert!(refused_with(&out, "NVW109"), "{}", stderr(&out));
 
     // An update that leaves what the rules read alone passes: the user may label
-    // the agent's worker pod, not re-point it.
-    let out = kubectl_as(
+    // the agent's worker pod and scale the applied Deployment, but not point a
+    // workload of their own at a worker account.
+    ok(&kubectl_as(
         &who.user,
         &["label", "-n", &ns, "pod", "w-0", "team=a"],
         None,
+    ));
+    ok(&kubectl_as(
+        &who.user,
+        &[
+            "patch",
+            "-n",
+            &ns,
+            "deployment/web",
+            "-p",
+            r#"{"spec":{"replicas":2}}"#,
+        ],
+        None,
+    ));
+    ok(&try_create(
+        &who.user,
+        &[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("mine", Some(&ns))}),
+        ],
+        false,
+    ));
+    ok(&try_create(
+        &who.user,
+        &[workload("Deployment", &ns, "mine", "mine")],
+        false,
+    ));
+    let out = kubectl_as(
+        &who.user,
+        &[
+            "set",
+            "serviceaccount",
+            "-n",
+            &ns,
+            "deployment/mine",
+            "nvcf-worker-web",
+        ],
+        None,
     );
-    ok(&out);
+    assert!(refused_with(&out, "NVW101"), "{}", stderr(&out));
 }
 
 #[test]
