@@ -253,7 +253,7 @@ fn token_volume(v: &str) -> String {
     )
 }
 
-/// The pod spec `s` of object `o` (template `t`) is the transformer's output
+/// The pod spec `s` of object `o` is the transformer's output
 /// (`workload::contract_problem`) for the identity of its own name or namespace.
 fn contract(o: &str, s: &str) -> String {
     let skip = format!(
@@ -261,6 +261,12 @@ fn contract(o: &str, s: &str) -> String {
         annotation(&format!("{o}.metadata"), id::SKIP_CONTAINERS_ANNOTATION)
     );
     let tv = lit(id::TOKEN_VOLUME);
+    let own = format!(
+        "(size({prefix} + {o}.metadata.name) <= {max} && a == {prefix} + {o}.metadata.name) || a == {name}",
+        prefix = lit(id::PREFIX),
+        max = id::MAX_NAME_LEN,
+        name = lit(id::WORKER_NAME)
+    );
     format!(
         "({accts}.all(a, a == '' || {own}) && {accts}.exists(a, a != '') \
          && has({s}.automountServiceAccountToken) && {s}.automountServiceAccountToken == false \
@@ -268,12 +274,6 @@ fn contract(o: &str, s: &str) -> String {
          && {s}.containers.all(c, {exact} || c.name in {skip} && {untouched}) \
          && (!has({s}.initContainers) || {s}.initContainers.all(c, {exact} || {untouched})))",
         accts = accounts(s),
-        own = format!(
-            "(size({prefix} + {o}.metadata.name) <= {max} && a == {prefix} + {o}.metadata.name) || a == {name}",
-            prefix = lit(id::PREFIX),
-            max = id::MAX_NAME_LEN,
-            name = lit(id::WORKER_NAME)
-        ),
         vol = token_volume("v"),
         exact = container_exact("c"),
         untouched = container_untouched("c"),

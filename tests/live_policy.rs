@@ -177,7 +177,7 @@ fn wait_until_enforced(c: &Cluster, ns: &str, audit: bool) {
         "metadata": {"name": "nvcf-worker-probe", "namespace": ns}});
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = try_create(&callers(c).user, &[probe.clone()], true);
+        let out = try_create(&callers(c).user, std::slice::from_ref(&probe), true);
         let text = stderr(&out);
         let seen = if audit {
             out.status.success() && text.contains("NVW109")
@@ -552,7 +552,7 @@ fn forgeries_from_a_restricted_user_are_refused_and_look_alikes_pass() {
     let vectors = vectors(&ns, c.id);
     let mut failures = Vec::new();
     for v in &vectors {
-        let bad = try_create(&who.user, &[v.bad.clone()], true);
+        let bad = try_create(&who.user, std::slice::from_ref(&v.bad), true);
         if !refused_with(&bad, v.rule) {
             failures.push(format!(
                 "{}: not refused with {}: exit {:?}\n{}{}",
@@ -563,7 +563,7 @@ fn forgeries_from_a_restricted_user_are_refused_and_look_alikes_pass() {
                 stderr(&bad)
             ));
         }
-        let good = try_create(&who.user, &[v.good.clone()], true);
+        let good = try_create(&who.user, std::slice::from_ref(&v.good), true);
         if !good.status.success() || stderr(&good).contains("Warning") {
             failures.push(format!(
                 "look-alike of {} not admitted cleanly: {}",
@@ -641,7 +641,7 @@ fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods(
         }
     }
     let deployment = long.iter().find(|o| o["kind"] == "Deployment").unwrap();
-    let out = try_create(&who.applier, &[deployment.clone()], true);
+    let out = try_create(&who.applier, std::slice::from_ref(deployment), true);
     assert!(refused_with(&out, "NVW101"), "{}", stderr(&out));
     let mut sa = long
         .iter()
