@@ -471,16 +471,39 @@ fn vectors(ns: &str, id: usize) -> Vec<Vector> {
 
 /// `inject`'s output for a Deployment `web` in `ns`, as documents.
 fn injected(ns: &str, name: &str, replicas: u32) -> Vec<Value> {
+    injected_with(ns, name, replicas, false)
+}
+
+/// With `per_namespace`: `naming: per-namespace`, and a sidecar left out by
+/// `nvcf.io/skip-containers`.
+fn injected_with(ns: &str, name: &str, replicas: u32, per_namespace: bool) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("app.yaml");
-    let app = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+    let mut app = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": ns, "labels": {"nvcf.io/worker": "true"}},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": "busybox"}]}}}});
+    let config = dir.path().join("config.yaml");
+    let mut naming = "per-workload";
+    if per_namespace {
+        naming = "per-namespace";
+        app["metadata"]["annotations"] = json!({"nvcf.io/skip-containers": "proxy"});
+        app["spec"]["template"]["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "proxy", "image": "envoy"}));
+    }
+    std::fs::write(
+        &config,
+        format!("apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec:\n  clusterID: prod-1\n  naming: {naming}\n"),
+    )
+    .unwrap();
     std::fs::write(&file, app.to_string()).unwrap();
     let out = Command::new(BIN)
-        .args(["inject", "--cluster-id", "prod-1", "-o", "json", "-f"])
+        .args(["inject", "-o", "json", "--config"])
+        .arg(&config)
+        .arg("-f")
         .arg(&file)
         .output()
         .unwrap();
@@ -630,6 +653,13 @@ fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods(
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    // The namespace's one identity, with a sidecar left without the token.
+    let out = try_create(&who.applier, &injected_with(&ns, "ms", 0, true), false);
+    let created = ok(&out);
+    assert!(
+        created.contains("deployment.apps/ms") && created.contains("serviceaccount/nvcf-worker\n"),
+        "{created}"
+    );
 
     // The applier gets only the exact output: a token volume that lives too long,
     // a trio member that differs, a binding that grants more.
