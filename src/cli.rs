@@ -382,7 +382,11 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 name: args.name,
                 agents: args.agents,
                 appliers: args.appliers,
-                failure_policy: format!("{:?}", args.failure_policy),
+                failure_policy: match args.failure_policy {
+                    FailurePolicy::Fail => "Fail",
+                    FailurePolicy::Ignore => "Ignore",
+                }
+                .into(),
                 audit_only: args.audit_only,
                 namespaces: args
                     .namespace_selector

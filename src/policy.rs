@@ -374,7 +374,13 @@ fn rules() -> Vec<Rule> {
                     member = trio_member(o)
                 )
             },
-            subject: |o, _t, _s| vec![format!("{o}.metadata.name")],
+            // The name cannot change; whether the account automounts a token can.
+            subject: |o, _t, _s| {
+                vec![
+                    format!("{o}.metadata.name"),
+                    format!("has({o}.automountServiceAccountToken) ? {o}.automountServiceAccountToken : true"),
+                ]
+            },
             detail: "ServiceAccounts, Roles and RoleBindings named nvcf-worker or nvcf-worker-* belong to the NVCF agent or the transformer",
         },
         Rule {

@@ -690,6 +690,20 @@ fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods(
     rb["roleRef"]["name"] = json!("admin");
     let out = try_create(&who.applier, &[rb], true);
     assert!(refused_with(&out, "NVW109"), "{}", stderr(&out));
+    // Nor may the user make an admitted worker account automount its token.
+    let out = kubectl_as(
+        &who.user,
+        &[
+            "patch",
+            "-n",
+            &ns,
+            "serviceaccount/nvcf-worker-web",
+            "-p",
+            r#"{"automountServiceAccountToken":true}"#,
+        ],
+        None,
+    );
+    assert!(refused_with(&out, "NVW109"), "{}", stderr(&out));
     let role = long.iter().find(|o| o["kind"] == "Role").unwrap().clone();
     let mut widened = role.clone();
     widened["rules"] = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]);
