@@ -90,6 +90,7 @@ fn guard_rules_and_pod_checks_fire_on_live_objects() {
     let out = c.run(&["audit", "--cluster-id", "prod-1", "-o", "json"]);
     assert_eq!(out.status.code(), Some(1));
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["apiVersion"], "report.nvcf.io/v1alpha1");
     assert_eq!(doc["kind"], "AuditReport");
     assert_eq!(doc["errors"], 7);
     let mut rules: Vec<&str> = doc["findings"]

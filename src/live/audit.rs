@@ -17,12 +17,13 @@ use std::io::Write;
 use serde_json::Value;
 
 use super::client::{self, Kube, Resource, Scope};
+use super::output::{self, Format};
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::identity::{self, Marks};
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
-use crate::report::{Finding, Location, ReportFormat, ResourceRef, Severity};
+use crate::report::{Finding, Location, ResourceRef, Severity};
 
 pub const TOKEN_AUDIENCE: &str = "NVW201";
 pub const TOKEN_EXPIRATION: &str = "NVW202";
@@ -338,7 +339,7 @@ pub async fn run(
     kube: &Kube,
     scope: &Scope,
     cluster_id: Option<&str>,
-    format: ReportFormat,
+    format: Option<Format>,
     stdout: &mut dyn Write,
 ) -> Result<()> {
     let lists =
@@ -430,7 +431,7 @@ pub async fn run(
         .count();
     let write_err = |e: std::io::Error| Error::io("<stdout>", e);
     match format {
-        ReportFormat::Text => {
+        None => {
             for f in &findings {
                 writeln!(stdout, "{}", f.to_text()).map_err(write_err)?;
             }
@@ -444,18 +445,17 @@ pub async fn run(
             )
             .map_err(write_err)?;
         }
-        ReportFormat::Json => {
-            let doc = serde_json::json!({
-                "apiVersion": "nvcf.io/v1alpha1",
-                "kind": "AuditReport",
+        Some(format) => output::write(
+            output::AUDIT_REPORT,
+            serde_json::json!({
                 "objects": objects,
                 "errors": errors,
                 "warnings": warnings,
                 "findings": findings,
-            });
-            serde_json::to_writer_pretty(&mut *stdout, &doc).map_err(|e| write_err(e.into()))?;
-            writeln!(stdout).map_err(write_err)?;
-        }
+            }),
+            format,
+            stdout,
+        )?,
     }
     if errors > 0 {
         return Err(Error::Reported { errors });
