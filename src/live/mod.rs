@@ -287,8 +287,7 @@ impl ConnectionArgs {
             cluster.server = Some(server.clone());
         }
         if let Some(ca) = &self.certificate_authority {
-            // A file that cannot be read is the flag's error, not a TLS failure later.
-            std::fs::metadata(ca).map_err(|e| Error::io(ca.display().to_string(), e))?;
+            check_ca(ca)?;
             cluster.certificate_authority = Some(ca.display().to_string());
             cluster.certificate_authority_data = None;
             cluster.insecure_skip_tls_verify = None;
@@ -353,7 +352,7 @@ impl ConnectionArgs {
             ));
         }
         if let Some(ca) = &self.certificate_authority {
-            std::fs::metadata(ca).map_err(|e| Error::io(ca.display().to_string(), e))?;
+            check_ca(ca)?;
             config.root_cert_file = Some(ca.clone());
         }
         if self.insecure_skip_tls_verify {
@@ -365,6 +364,13 @@ impl ConnectionArgs {
         );
         Ok(())
     }
+}
+
+/// A CA file that cannot be read is the flag's error, not a TLS failure later.
+fn check_ca(ca: &std::path::Path) -> Result<()> {
+    std::fs::metadata(ca)
+        .map(|_| ())
+        .map_err(|e| config_err(format!("--certificate-authority {}: {e}", ca.display())))
 }
 
 /// A client for the kubeconfig (or in-cluster config) the flags select.
@@ -495,15 +501,28 @@ fn write_err(e: std::io::Error) -> Error {
     Error::io("<stdout>", e)
 }
 
-/// `-l`: keeps the identities with any member whose labels match. Filtering whole
-/// identities after listing, not the lists, so an identity whose RoleBinding lacks
-/// the label is not mistaken for a partial one and deleted.
+/// `-l`: keeps the identities whose labels match. An identity's labels are its
+/// members' together (the ServiceAccount's first, then the Role's, then the
+/// RoleBinding's for keys not yet seen), and whole identities are filtered after
+/// listing, not the lists: an identity whose RoleBinding lacks the label is
+/// neither split nor mistaken for a partial one and deleted.
 fn select(inventory: &mut Inventory, selector: Option<&Selector>) {
-    if let Some(selector) = selector {
-        inventory
-            .identities
-            .retain(|id| id.members.values().any(|o| selector.matches(&o.labels)));
-    }
+    let Some(selector) = selector else {
+        return;
+    };
+    inventory.identities.retain(|id| {
+        let mut labels = std::collections::BTreeMap::new();
+        for member in [
+            inventory::Member::ServiceAccount,
+            inventory::Member::Role,
+            inventory::Member::RoleBinding,
+        ] {
+            for (k, v) in id.member(member).map(|o| &o.labels).into_iter().flatten() {
+                labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        selector.matches(&labels)
+    });
 }
 
 /// Parsed before any request: a typo in `-l` is the user's, not the server's.
