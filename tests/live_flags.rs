@@ -158,25 +158,68 @@ fn as_impersonates_a_user_and_the_denial_names_the_permission() {
     );
 }
 
+/// Who kubectl itself is with this kubeconfig and these flags.
+fn kubectl_whoami(kubeconfig: &std::path::Path, flags: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ][..],
+        flags,
+    ]
+    .concat();
+    ok(&kubectl(dir.path(), kubeconfig, &args))
+}
+
 #[test]
-fn token_replaces_the_kubeconfig_credentials() {
+fn token_replaces_the_kubeconfig_token_as_kubectl_does() {
     let c = Cluster::start();
     let ns = c.ns.clone();
     c.seed_trio(&ns, "nvcf-worker-gone");
-    // The kubeconfig user is the admin (client certificate); --token must win.
     let nobody = account(&c, "nobody", false);
-    let err = failed(&via_kubectl(&c, &["cleanup", "--token", &nobody]));
-    assert!(
-        err.contains(&format!("system:serviceaccount:{ns}:nobody")),
-        "{err}"
-    );
     let janitor = account(&c, "janitor", true);
-    let out = ok(&via_kubectl(
-        &c,
-        &["cleanup", "--min-age", "0s", "--yes", "--token", &janitor],
+    let as_nobody =
+        c.cp.token_kubeconfig(&format!("nobody-{}", c.id), &nobody, Some(&ns));
+    let as_janitor =
+        c.cp.token_kubeconfig(&format!("janitor-{}", c.id), &janitor, Some(&ns));
+    let sa = |name: &str| format!("system:serviceaccount:{ns}:{name}");
+    // The kubeconfig's token, replaced by the flag's: kubectl and the plugin agree.
+    assert_eq!(
+        kubectl_whoami(&as_janitor, &["--token", &nobody]),
+        sa("nobody")
+    );
+    let err = failed(&run_with(&as_janitor, &["cleanup", "--token", &nobody]));
+    assert!(err.contains(&sa("nobody")), "{err}");
+    assert_eq!(
+        kubectl_whoami(&as_nobody, &["--token", &janitor]),
+        sa("janitor")
+    );
+    let dir = plugin_dir("kubectl-nvcf_worker");
+    let out = ok(&kubectl(
+        dir.path(),
+        &as_nobody,
+        &[
+            "nvcf-worker",
+            "cleanup",
+            "--min-age",
+            "0s",
+            "--yes",
+            "--token",
+            &janitor,
+        ],
     ));
     assert!(out.contains("deleted: 1 identities (3 objects)"), "{out}");
     assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
+    // Over a client certificate kubectl stays the certificate's user (the server
+    // authenticates it first); so does the plugin.
+    assert_eq!(
+        kubectl_whoami(&c.admin_kubeconfig, &["--token", &nobody]),
+        "admin"
+    );
+    ok(&via_kubectl(&c, &["list", "--token", &nobody]));
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub struct ConnectionArgs {
     /// The address of the Kubernetes API server.
     #[arg(short = 's', long, value_name = "URL")]
     pub server: Option<String>,
-    /// Bearer token for the API server; replaces the kubeconfig user's credentials.
+    /// Bearer token for the API server; replaces the kubeconfig user's token (a client certificate still wins at the server, as with kubectl).
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
     /// Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME).
@@ -319,17 +319,18 @@ impl ConnectionArgs {
             .auth_info
             .get_or_insert_with(Default::default);
         if let Some(token) = &self.token {
-            // The token is who the user asked to be: no client certificate, basic
-            // auth, exec or auth provider of the kubeconfig user may speak instead.
+            // As kubectl: the token replaces the user's other bearer sources; a
+            // client certificate stays and, as with kubectl, the API server
+            // authenticates the certificate first.
             let with_token: kube::config::AuthInfo =
                 serde_json::from_value(serde_json::json!({ "token": token }))
                     .map_err(config_err)?;
-            *auth = kube::config::AuthInfo {
-                token: with_token.token,
-                impersonate: auth.impersonate.take(),
-                impersonate_groups: auth.impersonate_groups.take(),
-                ..Default::default()
-            };
+            auth.token = with_token.token;
+            auth.token_file = None;
+            auth.username = None;
+            auth.password = None;
+            auth.exec = None;
+            auth.auth_provider = None;
         }
         self.impersonate(&mut auth.impersonate, &mut auth.impersonate_groups);
         Ok((k, context_name))
