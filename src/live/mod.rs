@@ -322,9 +322,7 @@ impl ConnectionArgs {
             // As kubectl: the token replaces the user's other bearer sources; a
             // client certificate stays and, as with kubectl, the API server
             // authenticates the certificate first.
-            let with_token: kube::config::AuthInfo =
-                serde_json::from_value(serde_json::json!({ "token": token }))
-                    .map_err(config_err)?;
+            let with_token = token_only(token)?;
             auth.token = with_token.token;
             auth.token_file = None;
             auth.username = None;
@@ -345,12 +343,13 @@ impl ConnectionArgs {
         }
     }
 
-    /// The same overrides on an in-cluster config (no kubeconfig file).
+    /// The same overrides on an in-cluster config (no kubeconfig file; `--server`
+    /// never gets here: with it the flags make a kubeconfig of their own).
     fn apply_in_cluster(&self, config: &mut kube::Config) -> Result<()> {
-        if self.server.is_some() || self.token.is_some() {
-            return Err(config_err(
-                "no kubeconfig file found: --server and --token go with a kubeconfig, or alone as --server URL --token TOKEN",
-            ));
+        if let Some(token) = &self.token {
+            let with_token = token_only(token)?;
+            config.auth_info.token = with_token.token;
+            config.auth_info.token_file = None;
         }
         if let Some(ca) = &self.certificate_authority {
             check_ca(ca)?;
@@ -365,6 +364,12 @@ impl ConnectionArgs {
         );
         Ok(())
     }
+}
+
+/// An AuthInfo holding just `token`: kube keeps tokens in a secret type that
+/// only its own deserializer builds.
+fn token_only(token: &str) -> Result<kube::config::AuthInfo> {
+    serde_json::from_value(serde_json::json!({ "token": token })).map_err(config_err)
 }
 
 /// A CA file that cannot be read is the flag's error, not a TLS failure later.
