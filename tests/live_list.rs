@@ -79,7 +79,7 @@ fn table_shows_one_row_per_identity_with_owner_and_state() {
 fn json_and_yaml_are_a_versioned_worker_identity_list() {
     let c = seeded();
     let doc: Value = serde_json::from_str(&ok(&c.run(&args(&["list", "-o", "json"])))).unwrap();
-    assert_eq!(doc["apiVersion"], "nvcf.io/v1alpha1");
+    assert_eq!(doc["apiVersion"], "report.nvcf.io/v1alpha1");
     assert_eq!(doc["kind"], "WorkerIdentityList");
     let items = doc["items"].as_array().unwrap();
     assert_eq!(items.len(), 4);

@@ -17,12 +17,13 @@ use std::io::Write;
 use serde_json::Value;
 
 use super::client::{self, Kube, Resource, Scope};
+use super::output::{self, Format};
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::identity::{self, Marks};
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
-use crate::report::{Finding, Location, ReportFormat, ResourceRef, Severity};
+use crate::report::{Finding, Location, ResourceRef, Severity};
 
 pub const TOKEN_AUDIENCE: &str = "NVW201";
 pub const TOKEN_EXPIRATION: &str = "NVW202";
@@ -334,11 +335,66 @@ pub fn check_pod(
     out
 }
 
+/// The label kube-apiserver puts on the RBAC objects it creates at start.
+const BOOTSTRAP_LABEL: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
+
+fn is_bootstrap_rbac(item: &Value) -> bool {
+    item.pointer("/metadata/labels")
+        .and_then(|l| l.get(BOOTSTRAP_LABEL.0))
+        .and_then(Value::as_str)
+        == Some(BOOTSTRAP_LABEL.1)
+}
+
+fn object_key(kind: &str, namespace: &str, name: &str) -> (String, String, String) {
+    (kind.to_string(), namespace.to_string(), name.to_string())
+}
+
+/// The API server copies `serviceAccountName` into the deprecated `serviceAccount`
+/// of every pod spec it stores, so one borrowed account would be reported twice:
+/// a finding on `...serviceAccount` goes when the same rule fired on the same
+/// object's `...serviceAccountName` with the same account.
+pub fn without_mirrored_account(findings: Vec<Finding>) -> Vec<Finding> {
+    let named: std::collections::HashSet<(Option<&str>, Option<String>, String, String)> = findings
+        .iter()
+        .filter_map(|f| {
+            let field = f.field.as_deref()?.strip_suffix("Name")?;
+            field.ends_with("serviceAccount").then(|| {
+                (
+                    f.rule,
+                    f.resource.as_ref().map(ResourceRef::display),
+                    field.to_string(),
+                    f.message
+                        .replacen("serviceAccountName", "serviceAccount", 1),
+                )
+            })
+        })
+        .collect();
+    let mirrored: Vec<bool> = findings
+        .iter()
+        .map(|f| {
+            f.field.as_deref().is_some_and(|field| {
+                field.ends_with("serviceAccount")
+                    && named.contains(&(
+                        f.rule,
+                        f.resource.as_ref().map(ResourceRef::display),
+                        field.to_string(),
+                        f.message.clone(),
+                    ))
+            })
+        })
+        .collect();
+    findings
+        .into_iter()
+        .zip(mirrored)
+        .filter_map(|(f, m)| (!m).then_some(f))
+        .collect()
+}
+
 pub async fn run(
     kube: &Kube,
     scope: &Scope,
     cluster_id: Option<&str>,
-    format: ReportFormat,
+    format: Option<Format>,
     stdout: &mut dyn Write,
 ) -> Result<()> {
     let lists =
@@ -381,9 +437,17 @@ pub async fn run(
     }
     let mut objects = 0;
     let mut docs = Vec::new();
+    let mut bootstrap = std::collections::HashSet::new();
     for (resource, items) in AUDITED.iter().zip(lists.iter()) {
         for item in items {
             objects += 1;
+            if resource.group() == "rbac.authorization.k8s.io" && is_bootstrap_rbac(item) {
+                bootstrap.insert(object_key(
+                    resource.kind,
+                    text(item, "/metadata/namespace"),
+                    text(item, "/metadata/name"),
+                ));
+            }
             let account = account_of(item);
             let skip = if identity::is_reserved(account) {
                 exemption(item, account, &listed).is_some()
@@ -413,12 +477,24 @@ pub async fn run(
         },
     );
     // Files and lines mean nothing for live objects: the resource says where.
-    findings.extend(
-        guard_findings
-            .into_iter()
-            .filter(|f| !f.rule.is_some_and(|r| guard::MANIFEST_ONLY.contains(&r)))
-            .map(|f| f.at(Location::default())),
-    );
+    let guard_findings: Vec<Finding> = guard_findings
+        .into_iter()
+        .filter(|f| !f.rule.is_some_and(|r| guard::MANIFEST_ONLY.contains(&r)))
+        .filter(|f| {
+            // Every cluster's built-in roles draw these warnings; the label can be
+            // forged, so it only ever hides warnings, never an error.
+            f.severity != Severity::Warning
+                || !f.resource.as_ref().is_some_and(|r| {
+                    bootstrap.contains(&object_key(
+                        &r.kind,
+                        r.namespace.as_deref().unwrap_or(""),
+                        &r.name,
+                    ))
+                })
+        })
+        .map(|f| f.at(Location::default()))
+        .collect();
+    findings.extend(without_mirrored_account(guard_findings));
 
     let errors = findings
         .iter()
@@ -430,7 +506,7 @@ pub async fn run(
         .count();
     let write_err = |e: std::io::Error| Error::io("<stdout>", e);
     match format {
-        ReportFormat::Text => {
+        None => {
             for f in &findings {
                 writeln!(stdout, "{}", f.to_text()).map_err(write_err)?;
             }
@@ -444,18 +520,17 @@ pub async fn run(
             )
             .map_err(write_err)?;
         }
-        ReportFormat::Json => {
-            let doc = serde_json::json!({
-                "apiVersion": "nvcf.io/v1alpha1",
-                "kind": "AuditReport",
+        Some(format) => output::write(
+            output::AUDIT_REPORT,
+            serde_json::json!({
                 "objects": objects,
                 "errors": errors,
                 "warnings": warnings,
                 "findings": findings,
-            });
-            serde_json::to_writer_pretty(&mut *stdout, &doc).map_err(|e| write_err(e.into()))?;
-            writeln!(stdout).map_err(write_err)?;
-        }
+            }),
+            format,
+            stdout,
+        )?,
     }
     if errors > 0 {
         return Err(Error::Reported { errors });
@@ -467,6 +542,52 @@ pub async fn run(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_servers_copy_of_the_account_is_not_a_second_finding() {
+        let at = |field: &str, account: &str, name: &str| {
+            let key = field.rsplit('.').next().unwrap();
+            Finding::error(format!(
+                "{key} {account:?} is a reserved NVCF worker account"
+            ))
+            .rule("NVW101")
+            .resource(Some(ResourceRef {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: name.into(),
+                namespace: Some("n".into()),
+            }))
+            .field(field)
+        };
+        let kept = without_mirrored_account(vec![
+            at("spec.serviceAccountName", "nvcf-worker-a", "p"),
+            at("spec.serviceAccount", "nvcf-worker-a", "p"),
+            // Different accounts in the two fields: both are reported.
+            at("spec.serviceAccountName", "nvcf-worker-a", "q"),
+            at("spec.serviceAccount", "nvcf-worker-b", "q"),
+            // Only the deprecated field set: reported.
+            at("spec.serviceAccount", "nvcf-worker-a", "r"),
+        ]);
+        let fields: Vec<String> = kept
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f.resource.as_ref().unwrap().name,
+                    f.field.as_deref().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "p spec.serviceAccountName",
+                "q spec.serviceAccountName",
+                "q spec.serviceAccount",
+                "r spec.serviceAccount"
+            ]
+        );
+    }
 
     fn worker_pod() -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"},

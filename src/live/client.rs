@@ -152,6 +152,8 @@ pub struct Kube {
     pub page_size: u32,
     /// Default namespace of the kubeconfig context (or in-cluster namespace).
     pub default_namespace: String,
+    /// The API server's URL, for errors when it cannot be reached.
+    pub server: String,
 }
 
 /// A failed API call's status, reason and message.
@@ -170,6 +172,22 @@ fn api_message(status: StatusCode, body: &[u8]) -> String {
         })
 }
 
+/// An error with its causes, `outer: inner: root`: kube's transport errors say
+/// only "client error (Connect)" at the top; the cause says refused or timed out.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text.push_str(": ");
+            text.push_str(&c_text);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 fn build_err(e: impl std::fmt::Display) -> Error {
     Error::Live(format!("building a request: {e}"))
 }
@@ -186,6 +204,15 @@ impl Kube {
             retry: RetryPolicy::default(),
             page_size: 500,
             default_namespace,
+            server: String::new(),
+        }
+    }
+
+    fn server_name(&self) -> &str {
+        if self.server.is_empty() {
+            "(unknown)"
+        } else {
+            &self.server
         }
     }
 
@@ -231,7 +258,11 @@ impl Kube {
                             (StatusCode::SERVICE_UNAVAILABLE, None, Vec::new())
                         }
                         Err(e) => {
-                            return Err(Error::Live(format!("{verb} {}: {e}", resource.plural)))
+                            return Err(Error::Live(format!(
+                                "{verb} {}: the connection to the server {} broke mid-response: {e} (after {attempt} attempts)",
+                                resource.qualified(),
+                                self.server_name()
+                            )))
                         }
                     }
                 }
@@ -241,8 +272,10 @@ impl Kube {
                 }
                 Err(e) => {
                     return Err(Error::Live(format!(
-                        "{verb} {}: {e} (after {attempt} attempts)",
-                        resource.qualified()
+                        "{verb} {}: cannot reach the server {}: {} (after {attempt} attempts; check --server, --context or the kubeconfig)",
+                        resource.qualified(),
+                        self.server_name(),
+                        error_chain(&e)
                     )))
                 }
             };

@@ -59,7 +59,25 @@ fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-pub async fn worker_auth(kube: &Kube, namespace: &str, pod_name: &str) -> Result<WorkerAuth> {
+/// A named object and its UID, in `describe -o json|yaml`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// `describe -o json|yaml`: the pod, the account it runs as, and the agent's
+/// WorkerAuth for it, unchanged.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Description {
+    pub pod: ObjectRef,
+    pub service_account: ObjectRef,
+    pub worker_auth: WorkerAuth,
+}
+
+pub async fn describe(kube: &Kube, namespace: &str, pod_name: &str) -> Result<Description> {
     let pod = kube
         .get(&PODS, namespace, pod_name)
         .await?
@@ -102,11 +120,23 @@ pub async fn worker_auth(kube: &Kube, namespace: &str, pod_name: &str) -> Result
             uid: text(&pod, "/metadata/uid").to_string(),
         }]
     };
-    Ok(WorkerAuth {
-        sub: format!("system:serviceaccount:{namespace}:{account}"),
-        namespace: namespace.to_string(),
-        sa_uid: text(&sa, "/metadata/uid").to_string(),
-        worker_identifiers,
+    Ok(Description {
+        pod: ObjectRef {
+            namespace: namespace.to_string(),
+            name: pod_name.to_string(),
+            uid: text(&pod, "/metadata/uid").to_string(),
+        },
+        service_account: ObjectRef {
+            namespace: namespace.to_string(),
+            name: account.to_string(),
+            uid: text(&sa, "/metadata/uid").to_string(),
+        },
+        worker_auth: WorkerAuth {
+            sub: format!("system:serviceaccount:{namespace}:{account}"),
+            namespace: namespace.to_string(),
+            sa_uid: text(&sa, "/metadata/uid").to_string(),
+            worker_identifiers,
+        },
     })
 }
 

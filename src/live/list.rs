@@ -1,26 +1,15 @@
 //! Rendering for `list` (table, and the versioned `WorkerIdentityList` document)
-//! and for cleanup's plan and summary.
+//! and for cleanup's plan and summary (text, `CleanupPlan` and `CleanupResult`).
 
 use std::io::Write;
 
 use serde::Serialize;
 
-use super::cleanup::{Plan, Summary};
+use super::cleanup::{Plan, PlannedIdentity, Summary};
 use super::inventory::{human_age, Member, Origin, OwnerStatus, State, StateOptions};
+use super::output::{self, Format};
 use super::Inventory;
 use crate::error::{Error, Result};
-use crate::manifest::{from_json, node_to_yaml};
-
-/// The document `list -o json|yaml` prints; bump on incompatible changes.
-pub const LIST_API_VERSION: &str = "nvcf.io/v1alpha1";
-pub const LIST_KIND: &str = "WorkerIdentityList";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ListFormat {
-    Table,
-    Json,
-    Yaml,
-}
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -197,9 +186,9 @@ fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Re
     Ok(())
 }
 
-pub fn render(rows: &[Row], format: ListFormat, out: &mut dyn Write) -> Result<()> {
+pub fn render(rows: &[Row], format: Option<Format>, out: &mut dyn Write) -> Result<()> {
     match format {
-        ListFormat::Table => {
+        None => {
             if rows.is_empty() {
                 return writeln!(out, "No worker identities found.").map_err(write_err);
             }
@@ -233,20 +222,12 @@ pub fn render(rows: &[Row], format: ListFormat, out: &mut dyn Write) -> Result<(
                 out,
             )
         }
-        ListFormat::Json | ListFormat::Yaml => {
-            let doc = serde_json::json!({
-                "apiVersion": LIST_API_VERSION,
-                "kind": LIST_KIND,
-                "items": rows,
-            });
-            if format == ListFormat::Json {
-                serde_json::to_writer_pretty(&mut *out, &doc).map_err(|e| write_err(e.into()))?;
-                writeln!(out).map_err(write_err)
-            } else {
-                out.write_all(node_to_yaml(&from_json(&doc)).as_bytes())
-                    .map_err(write_err)
-            }
-        }
+        Some(format) => output::write(
+            output::WORKER_IDENTITY_LIST,
+            serde_json::json!({ "items": rows }),
+            format,
+            out,
+        ),
     }
 }
 
@@ -318,4 +299,65 @@ pub fn write_summary(summary: &Summary, dry_run: bool, out: &mut dyn Write) -> R
         writeln!(out, "  failed {who}").map_err(write_err)?;
     }
     Ok(())
+}
+
+fn planned_json(p: &PlannedIdentity) -> serde_json::Value {
+    serde_json::json!({
+        "namespace": p.namespace,
+        "name": p.name,
+        "state": p.state,
+        "reason": p.reason,
+        "objects": p.deletions.iter().map(|d| serde_json::json!({
+            "apiVersion": d.member.resource().api_version,
+            "kind": d.member.kind(),
+            "uid": d.uid,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn plan_json(plan: &Plan) -> serde_json::Value {
+    serde_json::json!({
+        "delete": plan.delete.iter().map(planned_json).collect::<Vec<_>>(),
+        "keep": plan.keep.iter().map(|k| serde_json::json!({
+            "namespace": k.namespace,
+            "name": k.name,
+            "state": k.state,
+            "reason": k.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn who_json(entries: &[(String, String)], field: &str) -> Vec<serde_json::Value> {
+    entries
+        .iter()
+        .map(|(who, why)| {
+            let (namespace, name) = who.split_once('/').unwrap_or(("", who));
+            serde_json::json!({ "namespace": namespace, "name": name, field: why })
+        })
+        .collect()
+}
+
+/// `CleanupPlan`: what `--yes` would delete (each object with the UID its delete
+/// will carry as a precondition) and what it keeps, each with its reason.
+pub fn write_plan_document(plan: &Plan, format: Format, out: &mut dyn Write) -> Result<()> {
+    output::write(output::CLEANUP_PLAN, plan_json(plan), format, out)
+}
+
+/// `CleanupResult`: the plan, then the counts and every skipped or failed identity.
+pub fn write_result_document(
+    plan: &Plan,
+    summary: &Summary,
+    dry_run: bool,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let fields = serde_json::json!({
+        "dryRun": if dry_run { "server" } else { "none" },
+        "plan": plan_json(plan),
+        "deleted": summary.deleted,
+        "objects": summary.objects,
+        "skipped": who_json(&summary.skipped, "reason"),
+        "failed": who_json(&summary.failed, "error"),
+    });
+    output::write(output::CLEANUP_RESULT, fields, format, out)
 }

@@ -8,6 +8,7 @@ pub mod client;
 pub mod describe;
 pub mod inventory;
 pub mod list;
+pub mod output;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -16,11 +17,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::error::{Error, Result};
+use crate::selector::Selector;
 use client::{Kube, Scope};
 use inventory::{Identity, ListedObject, Owners, StateOptions};
 
-/// kubectl's connection flags.
-#[derive(clap::Args, Debug, Clone)]
+/// kubectl's connection flags, with kubectl's names and meanings: the kubeconfig
+/// (or in-cluster config) is read first and each flag given overrides its part.
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct ConnectionArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, value_name = "FILE")]
@@ -28,18 +31,47 @@ pub struct ConnectionArgs {
     /// The kubeconfig context to use.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// The kubeconfig cluster to use.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The address of the Kubernetes API server.
+    #[arg(short = 's', long, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for the API server; replaces the kubeconfig user's token (a client certificate still wins at the server, as with kubectl).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME).
+    #[arg(long = "as", value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate; repeatable.
+    #[arg(long = "as-group", value_name = "GROUP")]
+    pub as_group: Vec<String>,
+    /// Path to a CA certificate file for the API server's certificate.
+    #[arg(long = "certificate-authority", value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Do not check the server's certificate (insecure).
+    #[arg(long = "insecure-skip-tls-verify", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", require_equals = true, default_value = "false")]
+    pub insecure_skip_tls_verify: bool,
     /// Namespace (default: the context's namespace).
     #[arg(short = 'n', long, value_name = "NS")]
     pub namespace: Option<String>,
-    /// Every namespace (one list per kind across the cluster).
-    #[arg(short = 'A', long = "all-namespaces")]
-    pub all_namespaces: bool,
     /// Time limit for each request: 30s, 1m, or plain seconds; 0 waits forever.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "0", value_parser = cleanup::parse_duration)]
     pub request_timeout: Duration,
     /// Objects per list page (the API's `limit`).
     #[arg(long = "chunk-size", value_name = "N", default_value_t = 500)]
     pub chunk_size: u32,
+}
+
+/// `-A`: for the commands that can span namespaces (not `describe`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ScopeArgs {
+    /// Every namespace (one list per kind across the cluster).
+    #[arg(short = 'A', long = "all-namespaces")]
+    pub all_namespaces: bool,
 }
 
 /// What decides an identity's state; shared by list (to preview) and cleanup.
@@ -67,9 +99,15 @@ pub struct ListArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
     #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Only identities with a ServiceAccount, Role or RoleBinding whose labels match (`key=value,key!=value,key in (a,b),key,!key`).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    #[command(flatten)]
     pub state: StateArgs,
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-    pub output: list::ListFormat,
+    /// Print a versioned report.nvcf.io/v1alpha1 WorkerIdentityList instead of the table.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub output: Option<output::Format>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -87,6 +125,11 @@ pub struct CleanupArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
     #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Only identities with a ServiceAccount, Role or RoleBinding whose labels match; the others are neither deleted nor reported.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    #[command(flatten)]
     pub state: StateArgs,
     /// Delete. Without it the plan is printed and nothing is deleted.
     #[arg(short = 'y', long)]
@@ -94,26 +137,61 @@ pub struct CleanupArgs {
     /// `server`: send the deletes with dryRun=All; `client`: print the plan only.
     #[arg(long = "dry-run", value_enum, value_name = "MODE", default_value = "none", num_args = 0..=1, default_missing_value = "client", require_equals = true)]
     pub dry_run: DryRun,
+    /// Print a versioned report.nvcf.io/v1alpha1 CleanupPlan (nothing deleted) or CleanupResult.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub output: Option<output::Format>,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// The NVCF cluster ID: token audiences must be nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    pub output: crate::report::ReportFormat,
+    /// Print a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub output: Option<output::Format>,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct DescribeArgs {
-    /// The pod whose worker identity to show.
-    #[arg(value_name = "POD")]
+    /// The pod whose worker identity to show: NAME or pod/NAME.
+    #[arg(value_name = "POD", value_parser = parse_pod_name)]
     pub pod: String,
     #[command(flatten)]
     pub connection: ConnectionArgs,
+    /// Print a versioned report.nvcf.io/v1alpha1 WorkerAuthDescription instead of the agent's WorkerAuth JSON.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub output: Option<output::Format>,
+}
+
+/// `NAME`, or kubectl's `TYPE/NAME` for a pod (`pod/`, `pods/`, `po/`, `pods.v1/`...).
+fn parse_pod_name(text: &str) -> std::result::Result<String, String> {
+    let name = match text.split_once('/') {
+        None => text,
+        Some((kind, name)) => {
+            let resource = kind.split('.').next().unwrap_or(kind);
+            let rest: Vec<&str> = kind.split('.').skip(1).collect();
+            let core = rest.is_empty() || rest == ["v1"] || rest == ["v1", ""];
+            if !(matches!(
+                resource.to_ascii_lowercase().as_str(),
+                "pod" | "pods" | "po"
+            ) && core)
+            {
+                return Err(format!(
+                    "{text:?}: describe shows a pod's worker identity; give NAME or pod/NAME, not {kind}"
+                ));
+            }
+            name
+        }
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(format!("{text:?}: expected NAME or pod/NAME"));
+    }
+    Ok(name.to_string())
 }
 
 /// Runs a live command on its own runtime: only these commands need one.
@@ -130,23 +208,221 @@ fn config_err(e: impl std::fmt::Display) -> Error {
     Error::Live(format!("kubeconfig: {e}"))
 }
 
-/// A client for the kubeconfig (or in-cluster) the flags select.
+/// The name the flags' cluster, user and context take in a kubeconfig made from
+/// `--server` alone (no kubeconfig file and not in a cluster).
+const FLAGS_ENTRY: &str = "command-line";
+
+impl ConnectionArgs {
+    fn names_kubeconfig_parts(&self) -> bool {
+        self.context.is_some() || self.cluster.is_some() || self.user.is_some()
+    }
+
+    /// kubectl's overrides on the entries the context selects: `--cluster` and
+    /// `--user` pick other entries, then `--server`, `--certificate-authority`,
+    /// `--insecure-skip-tls-verify`, `--token`, `--as` and `--as-group` replace
+    /// their fields. Editing the kubeconfig, not kube's Config, lets kube read
+    /// the CA file and the credentials as it reads any kubeconfig.
+    fn apply(&self, mut k: Kubeconfig) -> Result<(Kubeconfig, String)> {
+        let context_name = match self.context.clone().or_else(|| k.current_context.clone()) {
+            Some(c) => c,
+            None if self.server.is_some() => {
+                k.contexts.push(kube::config::NamedContext {
+                    name: FLAGS_ENTRY.into(),
+                    context: Some(Default::default()),
+                    other: Default::default(),
+                });
+                FLAGS_ENTRY.into()
+            }
+            None => {
+                return Err(config_err(
+                    "no current-context is set: pass --context NAME, or --server URL",
+                ))
+            }
+        };
+        let context = k
+            .contexts
+            .iter_mut()
+            .find(|c| c.name == context_name)
+            .ok_or_else(|| {
+                config_err(format!("context {context_name:?} is not in the kubeconfig"))
+            })?
+            .context
+            .get_or_insert_with(Default::default);
+        if let Some(cluster) = &self.cluster {
+            context.cluster = cluster.clone();
+        }
+        if let Some(user) = &self.user {
+            context.user = Some(user.clone());
+        }
+        if context.cluster.is_empty() {
+            context.cluster = FLAGS_ENTRY.into();
+        }
+        let (cluster_name, user_name) = (
+            context.cluster.clone(),
+            context.user.clone().unwrap_or_else(|| FLAGS_ENTRY.into()),
+        );
+        context.user = Some(user_name.clone());
+
+        let exists = k.clusters.iter().any(|c| c.name == cluster_name);
+        if !exists && self.server.is_none() {
+            return Err(config_err(format!(
+                "cluster {cluster_name:?} is not in the kubeconfig (pass --server URL to name the server)"
+            )));
+        }
+        if !exists {
+            k.clusters.push(kube::config::NamedCluster {
+                name: cluster_name.clone(),
+                cluster: Some(Default::default()),
+                other: Default::default(),
+            });
+        }
+        let cluster = k
+            .clusters
+            .iter_mut()
+            .find(|c| c.name == cluster_name)
+            .expect("present")
+            .cluster
+            .get_or_insert_with(Default::default);
+        if let Some(server) = &self.server {
+            cluster.server = Some(server.clone());
+        }
+        if let Some(ca) = &self.certificate_authority {
+            check_ca(ca)?;
+            cluster.certificate_authority = Some(ca.display().to_string());
+            cluster.certificate_authority_data = None;
+            cluster.insecure_skip_tls_verify = None;
+        }
+        if self.insecure_skip_tls_verify {
+            // As kubectl: the flag drops the kubeconfig's CA, which would contradict it.
+            cluster.insecure_skip_tls_verify = Some(true);
+            cluster.certificate_authority = None;
+            cluster.certificate_authority_data = None;
+        }
+
+        if self.user.is_some() && !k.auth_infos.iter().any(|u| u.name == user_name) {
+            return Err(config_err(format!(
+                "user {user_name:?} is not in the kubeconfig"
+            )));
+        }
+        if !k.auth_infos.iter().any(|u| u.name == user_name) {
+            k.auth_infos.push(kube::config::NamedAuthInfo {
+                name: user_name.clone(),
+                auth_info: Some(Default::default()),
+                other: Default::default(),
+            });
+        }
+        let auth = k
+            .auth_infos
+            .iter_mut()
+            .find(|u| u.name == user_name)
+            .expect("present")
+            .auth_info
+            .get_or_insert_with(Default::default);
+        if let Some(token) = &self.token {
+            // As kubectl: the token replaces the user's other bearer sources; a
+            // client certificate stays and, as with kubectl, the API server
+            // authenticates the certificate first.
+            let with_token = token_only(token)?;
+            auth.token = with_token.token;
+            auth.token_file = None;
+            auth.username = None;
+            auth.password = None;
+            auth.exec = None;
+            auth.auth_provider = None;
+        }
+        self.impersonate(&mut auth.impersonate, &mut auth.impersonate_groups);
+        Ok((k, context_name))
+    }
+
+    fn impersonate(&self, user: &mut Option<String>, groups: &mut Option<Vec<String>>) {
+        if let Some(as_user) = &self.as_user {
+            *user = Some(as_user.clone());
+        }
+        if !self.as_group.is_empty() {
+            *groups = Some(self.as_group.clone());
+        }
+    }
+
+    /// The same overrides on an in-cluster config (no kubeconfig file; `--server`
+    /// never gets here: with it the flags make a kubeconfig of their own).
+    fn apply_in_cluster(&self, config: &mut kube::Config) -> Result<()> {
+        if let Some(token) = &self.token {
+            let with_token = token_only(token)?;
+            config.auth_info.token = with_token.token;
+            config.auth_info.token_file = None;
+        }
+        if let Some(ca) = &self.certificate_authority {
+            check_ca(ca)?;
+            config.root_cert_file = Some(ca.clone());
+        }
+        if self.insecure_skip_tls_verify {
+            config.accept_invalid_certs = true;
+        }
+        self.impersonate(
+            &mut config.auth_info.impersonate,
+            &mut config.auth_info.impersonate_groups,
+        );
+        Ok(())
+    }
+}
+
+/// An AuthInfo holding just `token`: kube keeps tokens in a secret type that
+/// only its own deserializer builds.
+fn token_only(token: &str) -> Result<kube::config::AuthInfo> {
+    serde_json::from_value(serde_json::json!({ "token": token })).map_err(config_err)
+}
+
+/// A CA file that cannot be read is the flag's error, not a TLS failure later.
+fn check_ca(ca: &std::path::Path) -> Result<()> {
+    std::fs::metadata(ca)
+        .map(|_| ())
+        .map_err(|e| config_err(format!("--certificate-authority {}: {e}", ca.display())))
+}
+
+/// A client for the kubeconfig (or in-cluster config) the flags select.
 async fn connect(args: &ConnectionArgs) -> Result<Kube> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
+    if args.as_user.is_none() && !args.as_group.is_empty() {
+        return Err(Error::Usage(
+            "--as-group needs --as: the API server impersonates groups only with a user".into(),
+        ));
+    }
+    if args.insecure_skip_tls_verify && args.certificate_authority.is_some() {
+        return Err(Error::Usage(
+            "--certificate-authority and --insecure-skip-tls-verify contradict each other: give one".into(),
+        ));
+    }
+    let kubeconfig = match &args.kubeconfig {
+        Some(path) => Some(
+            Kubeconfig::read_from(path)
+                .map_err(|e| config_err(format!("{}: {e}", path.display())))?,
+        ),
+        None => match Kubeconfig::read() {
+            Ok(k) => Some(k),
+            Err(_) if args.server.is_some() => Some(Kubeconfig::default()),
+            Err(e) if args.names_kubeconfig_parts() => return Err(config_err(e)),
+            Err(_) => None,
+        },
     };
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(config_err)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+    let mut config = match kubeconfig {
+        Some(k) => {
+            let (k, context) = args.apply(k)?;
+            let options = KubeConfigOptions {
+                context: Some(context),
+                ..Default::default()
+            };
+            kube::Config::from_custom_kubeconfig(k, &options)
                 .await
                 .map_err(config_err)?
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(config_err)?,
-        None => kube::Config::infer().await.map_err(config_err)?,
+        None => {
+            let mut config = kube::Config::incluster().map_err(|e| {
+                config_err(format!(
+                    "no kubeconfig ($KUBECONFIG, ~/.kube/config) and not in a cluster ({e}): pass --kubeconfig FILE or --server URL"
+                ))
+            })?;
+            args.apply_in_cluster(&mut config)?;
+            config
+        }
     };
     // Retries are ours (bounded, honouring Retry-After, 5xx included): kube's own
     // layer would multiply them and hide the status codes.
@@ -158,14 +434,16 @@ async fn connect(args: &ConnectionArgs) -> Result<Kube> {
         config.write_timeout = timeout;
     }
     let default_namespace = config.default_namespace.clone();
+    let server = config.cluster_url.to_string();
     let client = kube::Client::try_from(config).map_err(config_err)?;
     let mut kube = Kube::new(client, default_namespace, timeout);
+    kube.server = server.trim_end_matches('/').to_string();
     kube.page_size = args.chunk_size.max(1);
     Ok(kube)
 }
 
-fn scope(args: &ConnectionArgs, kube: &Kube) -> Scope {
-    if args.all_namespaces {
+fn scope(args: &ConnectionArgs, all: &ScopeArgs, kube: &Kube) -> Scope {
+    if all.all_namespaces {
         Scope::AllNamespaces
     } else {
         Scope::Namespace(
@@ -229,11 +507,43 @@ fn write_err(e: std::io::Error) -> Error {
     Error::io("<stdout>", e)
 }
 
+/// `-l`: keeps the identities whose labels match. An identity's labels are its
+/// members' together (the ServiceAccount's first, then the Role's, then the
+/// RoleBinding's for keys not yet seen), and whole identities are filtered after
+/// listing, not the lists: an identity whose RoleBinding lacks the label is
+/// neither split nor mistaken for a partial one and deleted.
+fn select(inventory: &mut Inventory, selector: Option<&Selector>) {
+    let Some(selector) = selector else {
+        return;
+    };
+    inventory.identities.retain(|id| {
+        let mut labels = std::collections::BTreeMap::new();
+        for member in [
+            inventory::Member::ServiceAccount,
+            inventory::Member::Role,
+            inventory::Member::RoleBinding,
+        ] {
+            for (k, v) in id.member(member).map(|o| &o.labels).into_iter().flatten() {
+                labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        selector.matches(&labels)
+    });
+}
+
+/// Parsed before any request: a typo in `-l` is the user's, not the server's.
+fn parse_selector(text: Option<&str>) -> Result<Option<Selector>> {
+    text.map(|t| Selector::parse(t).map_err(|e| Error::Usage(format!("-l/--selector {t:?}: {e}"))))
+        .transpose()
+}
+
 pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
+    let selector = parse_selector(args.selector.as_deref())?;
     block_on(async {
         let kube = connect(&args.connection).await?;
-        let scope = scope(&args.connection, &kube);
-        let inventory = gather(&kube, &scope).await?;
+        let scope = scope(&args.connection, &args.scope, &kube);
+        let mut inventory = gather(&kube, &scope).await?;
+        select(&mut inventory, selector.as_ref());
         let rows = list::rows(&inventory, now(), &args.state.options());
         list::render(&rows, args.output, stdout)
     })
@@ -244,6 +554,7 @@ pub fn run_cleanup(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<()> {
+    let selector = parse_selector(args.selector.as_deref())?;
     let execute = match args.dry_run {
         DryRun::Server => Some(true),
         DryRun::Client => None,
@@ -251,16 +562,20 @@ pub fn run_cleanup(
     };
     block_on(async {
         let kube = connect(&args.connection).await?;
-        let scope = scope(&args.connection, &kube);
-        let inventory = gather(&kube, &scope).await?;
+        let scope = scope(&args.connection, &args.scope, &kube);
+        let mut inventory = gather(&kube, &scope).await?;
+        select(&mut inventory, selector.as_ref());
         let plan = cleanup::plan(
             &inventory.identities,
             &inventory.owners,
             now(),
             &args.state.options(),
         );
-        list::write_plan(&plan, stdout)?;
         let Some(dry_run) = execute else {
+            if let Some(format) = args.output {
+                return list::write_plan_document(&plan, format, stdout);
+            }
+            list::write_plan(&plan, stdout)?;
             if !plan.delete.is_empty() {
                 writeln!(
                     stdout,
@@ -270,6 +585,11 @@ pub fn run_cleanup(
             }
             return Ok(());
         };
+        // The plan first, so a run cut short still shows what it set out to do;
+        // the machine-readable document comes once, whole, at the end.
+        if args.output.is_none() {
+            list::write_plan(&plan, stdout)?;
+        }
         let bar = if std::io::stderr().is_terminal() {
             indicatif::ProgressBar::new(plan.delete.len() as u64)
         } else {
@@ -278,7 +598,10 @@ pub fn run_cleanup(
         let summary = cleanup::execute(&kube, &plan, dry_run, &|| bar.inc(1)).await;
         bar.finish_and_clear();
         let summary = summary?;
-        list::write_summary(&summary, dry_run, stdout)?;
+        match args.output {
+            Some(format) => list::write_result_document(&plan, &summary, dry_run, format, stdout)?,
+            None => list::write_summary(&summary, dry_run, stdout)?,
+        }
         for (who, error) in &summary.failed {
             writeln!(stderr, "error: {who}: {error}").map_err(|e| Error::io("<stderr>", e))?;
         }
@@ -294,7 +617,7 @@ pub fn run_cleanup(
 pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
     block_on(async {
         let kube = connect(&args.connection).await?;
-        let scope = scope(&args.connection, &kube);
+        let scope = scope(&args.connection, &args.scope, &kube);
         audit::run(
             &kube,
             &scope,
@@ -314,8 +637,19 @@ pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
             .namespace
             .clone()
             .unwrap_or_else(|| kube.default_namespace.clone());
-        let auth = describe::worker_auth(&kube, &namespace, &args.pod).await?;
-        serde_json::to_writer_pretty(&mut *stdout, &auth).map_err(|e| write_err(e.into()))?;
-        writeln!(stdout).map_err(write_err)
+        let described = describe::describe(&kube, &namespace, &args.pod).await?;
+        match args.output {
+            Some(format) => output::write(
+                output::WORKER_AUTH_DESCRIPTION,
+                serde_json::to_value(&described).expect("plain struct"),
+                format,
+                stdout,
+            ),
+            None => {
+                serde_json::to_writer_pretty(&mut *stdout, &described.worker_auth)
+                    .map_err(|e| write_err(e.into()))?;
+                writeln!(stdout).map_err(write_err)
+            }
+        }
     })
 }
