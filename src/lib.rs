@@ -14,4 +14,5 @@ pub mod manifest;
 pub mod report;
 pub mod sarif;
 pub mod selector;
+pub mod uninject;
 pub mod workload;
