@@ -206,6 +206,11 @@ impl InjectArgs {
         if self.prune {
             cfg.prune = true;
         }
+        if cfg.mode == crate::config::Mode::Uninject {
+            return Err(Error::Usage(
+                "the config has mode: uninject; run `kubectl nvcf-worker uninject`".into(),
+            ));
+        }
         let range =
             crate::identity::MIN_EXPIRATION_SECONDS..=crate::identity::MAX_EXPIRATION_SECONDS;
         if !range.contains(&cfg.expiration_seconds) {
@@ -344,11 +349,6 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
             if cfg.mode == crate::config::Mode::Validate {
                 return Err(Error::Usage(
                     "the config has mode: validate; run `kubectl nvcf-worker validate`, or use it as a kpt or kustomize validator".into(),
-                ));
-            }
-            if cfg.mode == crate::config::Mode::Uninject {
-                return Err(Error::Usage(
-                    "the config has mode: uninject; run `kubectl nvcf-worker uninject`".into(),
                 ));
             }
             let paths = paths_or_stdin(args.files.clone(), &args.paths, "inject")?;
