@@ -183,6 +183,19 @@ fn plan(
                 // Named by the guard as what inject produced earlier.
                 self_refs.insert(obj.addr, account.clone());
                 if cfg.prune {
+                    match uninject::recorded(obj.node) {
+                        Ok(recorded) => {
+                            let restored = uninject::describe_restored(&recorded);
+                            cleanup
+                                .statuses
+                                .insert(obj.addr, Status::Uninjected(restored));
+                        }
+                        Err(why) => out.findings.push(
+                            Finding::error(format!("{why}; fix or remove it, then prune"))
+                                .resource(Some(obj.resource_ref()))
+                                .at(obj.location()),
+                        ),
+                    }
                     cleanup.prune.push((obj.addr, spec_path));
                     left.insert((obj.namespace(), account));
                     continue;
@@ -355,11 +368,6 @@ fn plan(
                 cleanup.remove.push(member.addr);
             }
         }
-    }
-    for (addr, _) in &cleanup.prune {
-        cleanup
-            .statuses
-            .insert(*addr, Status::Uninjected(Vec::new()));
     }
 
     let selected: HashMap<Addr, String> = plans.iter().map(|p| (p.addr, p.name.clone())).collect();

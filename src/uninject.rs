@@ -159,7 +159,7 @@ fn retain_list(n: &mut Node, key: &str, keep: impl Fn(&Node) -> bool) {
 }
 
 /// What `strip` restored, for the report.
-fn describe_restored(recorded: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+pub fn describe_restored(recorded: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
     identity::REPLACED_KEYS
         .iter()
         .filter_map(|k| recorded.get(*k).map(|v| format!("restored {k} {v}")))

@@ -781,3 +781,50 @@ fn uninject_of_inject_gives_back_the_real_corpus_and_the_examples() {
         "{injected_workloads} files had workloads"
     );
 }
+
+/// The README's lifecycle example, run as written: the report lines it shows are
+/// what the tool prints.
+#[test]
+fn readme_lifecycle_example_is_what_the_tool_prints() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let start = readme
+        .find("## Lifecycle")
+        .expect("README has a lifecycle section");
+    let section = &readme[start..];
+    let app = workload(
+        "Deployment",
+        "web",
+        "ns",
+        true,
+        &format!("serviceAccountName: app\n{SIMPLE_POD}"),
+    )
+    .replace("  namespace: ns\n", "");
+    let injected = inject(&app, &["--cluster-id", "demo"]);
+    injected.ok();
+    let updated = inject(
+        &injected.stdout,
+        &["--cluster-id", "other", "--expiration-seconds", "3600"],
+    );
+    updated.ok();
+    for line in updated.stderr.lines() {
+        assert!(section.contains(line), "README lacks {line:?}");
+    }
+    for cmd in [
+        "kubectl nvcf-worker inject -f app.yaml --cluster-id demo > injected.yaml",
+        "kubectl nvcf-worker inject -f injected.yaml --cluster-id other --expiration-seconds 3600 > updated.yaml",
+        "kubectl nvcf-worker uninject -f updated.yaml > app-again.yaml",
+    ] {
+        assert!(section.contains(cmd), "{cmd}");
+    }
+    let back = uninject_cli(&updated.stdout);
+    back.ok();
+    assert_gives_back("app.yaml", app.as_bytes(), back.stdout.as_bytes());
+    let not_selected = "unchanged: not selected any more; keeps its worker identity";
+    assert!(section.contains(not_selected));
+    let deselected = updated
+        .stdout
+        .replace("nvcf.io/worker: \"true\"", "nvcf.io/worker: \"no\"");
+    assert!(inject(&deselected, &[]).stderr.contains(not_selected));
+}
