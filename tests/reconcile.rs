@@ -343,20 +343,26 @@ fn hand_written_look_alikes_stay_conflicts() {
         "    app.kubernetes.io/managed-by: kubectl-nvcf-worker\n",
         "",
     );
-    // Other content: an extra field in the token volume.
-    let other = injected
-        .stdout
-        .replace(
-            "              path: token\n",
-            "              path: token\n          defaultMode: 420\n",
-        )
-        .replace("          sources:\n", "          sources:\n");
+    // What the API server adds to the token volume (defaultMode): still its output.
+    let other = injected.stdout.replace(
+        "              path: token\n",
+        "              path: token\n          defaultMode: 420\n",
+    );
+    // Other content: a second projected source in the token volume.
+    let two_sources = injected.stdout.replace(
+        "              path: token\n",
+        "              path: token\n          - configMap:\n              name: x\n",
+    );
     let extra_env = injected.stdout.replacen(
         "          value: psat\n",
         "          value: psat\n        - name: NVCF_IDENTITY_SOURCE\n          value: other\n",
         1,
     );
-    for (what, text) in [("unmarked", &unmarked), ("duplicate env", &extra_env)] {
+    for (what, text) in [
+        ("unmarked", &unmarked),
+        ("duplicate env", &extra_env),
+        ("two sources", &two_sources),
+    ] {
         assert_ne!(text, &injected.stdout, "{what}");
         let out = inject(text, &["--cluster-id", "other"]);
         out.code(1);
