@@ -65,7 +65,32 @@ impl Outcome {
     pub fn has_errors(&self) -> bool {
         crate::report::has_errors(&self.findings)
     }
+
+    /// The findings, and for a KRM function (whose only report is `results`) an
+    /// info result for each workload updated, uninjected or kept though no longer
+    /// selected, and each object removed: what changed beyond a first injection.
+    pub fn krm_results(self) -> Vec<Finding> {
+        if self.has_errors() {
+            return self.findings; // nothing changed
+        }
+        let mut out = self.findings;
+        for r in self.reports {
+            let says = match &r.status {
+                Status::Updated(_) | Status::Uninjected(_) | Status::Removed => true,
+                Status::Unchanged(why) => *why == KEPT_NOT_SELECTED,
+                _ => false,
+            };
+            if says {
+                out.push(Finding::info(r.to_text()).resource(Some(r.resource)));
+            }
+        }
+        out
+    }
 }
+
+/// Why a workload no longer selected still carries its identity.
+const KEPT_NOT_SELECTED: &str =
+    "not selected any more; keeps its worker identity (prune: true or --prune takes it out)";
 
 /// One selected workload and what it needs.
 struct WorkloadPlan {
@@ -200,14 +225,11 @@ fn plan(
                     left.insert((obj.namespace(), account));
                     continue;
                 }
-                cleanup.statuses.insert(
-                    obj.addr,
-                    Status::Unchanged(
-                        "not selected any more; keeps its worker identity (prune: true or --prune takes it out)",
-                    ),
-                );
+                cleanup
+                    .statuses
+                    .insert(obj.addr, Status::Unchanged(KEPT_NOT_SELECTED));
                 accounts.push((obj.namespace(), account));
-            } else if let Some(a) = account_of(obj, spec_path) {
+            } else if let Some(a) = uninject::account_of(obj, spec_path) {
                 accounts.push((obj.namespace(), a));
             }
             continue;
@@ -379,13 +401,6 @@ fn plan(
         &mut out.reports,
     );
     (plans, cleanup)
-}
-
-fn account_of(obj: &Object, spec_path: &[&str]) -> Option<String> {
-    let spec = obj.node.path(spec_path)?;
-    spec.str_at(&["serviceAccountName"])
-        .or_else(|| spec.str_at(&["serviceAccount"]))
-        .map(str::to_string)
 }
 
 /// Reports for the objects that are not selected workloads, in input order.

@@ -86,8 +86,8 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
                     self_refs: &Default::default(),
                 },
             )),
-            Mode::Inject => findings.extend(inject::inject(&mut batch, &cfg).findings),
-            Mode::Uninject => findings.extend(crate::uninject::uninject(&mut batch).findings),
+            Mode::Inject => findings.extend(inject::inject(&mut batch, &cfg).krm_results()),
+            Mode::Uninject => findings.extend(crate::uninject::uninject(&mut batch).krm_results()),
         },
     }
     let exit_code = if report::has_errors(&findings) { 1 } else { 0 };

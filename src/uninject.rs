@@ -336,7 +336,9 @@ fn other_status(o: &Object, trios: &Trios) -> Status {
     }
 }
 
-fn account_of(obj: &Object, spec_path: &[&str]) -> Option<String> {
+/// The account a workload's pod spec names (`serviceAccountName`, else the
+/// deprecated `serviceAccount`).
+pub fn account_of(obj: &Object, spec_path: &[&str]) -> Option<String> {
     let spec = obj.node.path(spec_path)?;
     spec.str_at(&["serviceAccountName"])
         .or_else(|| spec.str_at(&["serviceAccount"]))

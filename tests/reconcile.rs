@@ -169,36 +169,35 @@ fn reconciles(input: &str, first: &[&str], second: &[&str], says: &str) -> Vec<V
 
 #[test]
 fn cluster_id_audience_and_expiry_changes_update_the_token() {
-    let objs = reconciles(
-        WEB,
-        &[],
-        &["--cluster-id", "other"],
-        "audience nvcf-icms:c1 -> nvcf-icms:other",
-    );
-    assert_eq!(
-        token_of(&objs, "Deployment", "web")["audience"],
-        "nvcf-icms:other"
-    );
-    let objs = reconciles(
-        WEB,
-        &[],
-        &["--audience", "nvcf-icms:custom"],
-        "audience nvcf-icms:c1 -> nvcf-icms:custom",
-    );
-    assert_eq!(
-        token_of(&objs, "Deployment", "web")["audience"],
-        "nvcf-icms:custom"
-    );
-    let objs = reconciles(
-        WEB,
-        &[],
-        &["--expiration-seconds", "3600"],
-        "expirationSeconds 900 -> 3600",
-    );
-    assert_eq!(
-        token_of(&objs, "Deployment", "web")["expirationSeconds"],
-        3600
-    );
+    let cases: [(&[&str], &str, &str, Value); 3] = [
+        (
+            &["--cluster-id", "other"],
+            "audience nvcf-icms:c1 -> nvcf-icms:other",
+            "audience",
+            json!("nvcf-icms:other"),
+        ),
+        (
+            &["--audience", "nvcf-icms:custom"],
+            "audience nvcf-icms:c1 -> nvcf-icms:custom",
+            "audience",
+            json!("nvcf-icms:custom"),
+        ),
+        (
+            &["--expiration-seconds", "3600"],
+            "expirationSeconds 900 -> 3600",
+            "expirationSeconds",
+            json!(3600),
+        ),
+    ];
+    let mut objs = Vec::new();
+    for (args, says, field, want) in cases {
+        objs = reconciles(WEB, &[], args, says);
+        assert_eq!(
+            token_of(&objs, "Deployment", "web")[field],
+            want,
+            "{args:?}"
+        );
+    }
     // The trio is the same objects as before.
     assert_eq!(kinds_names(&objs).len(), 4);
 }
@@ -493,18 +492,24 @@ fn uninject_inside_lists_json_documents_and_per_namespace_identities() {
     }
 }
 
+/// The stream with StatefulSet api no longer selected.
+fn deselect_api(stream: &str) -> String {
+    let out = stream.replacen(
+        "  name: api\n  namespace: ns\n  labels:\n    nvcf.io/worker: \"true\"\n",
+        "  name: api\n  namespace: ns\n  labels:\n    nvcf.io/worker: \"false\"\n",
+        1,
+    );
+    assert_ne!(out, stream);
+    out
+}
+
 #[test]
 fn prune_takes_the_identity_out_of_workloads_no_longer_selected() {
     let input = format!("{WEB}---\n{API}");
     let both = inject(&input, &[]);
     both.ok();
     // api is no longer selected.
-    let deselected = both.stdout.replacen(
-        "  name: api\n  namespace: ns\n  labels:\n    nvcf.io/worker: \"true\"\n",
-        "  name: api\n  namespace: ns\n  labels:\n    nvcf.io/worker: \"false\"\n",
-        1,
-    );
-    assert_ne!(deselected, both.stdout);
+    let deselected = deselect_api(&both.stdout);
     let kept = inject(&deselected, &[]);
     kept.ok();
     assert!(
@@ -550,11 +555,7 @@ fn prune_takes_the_identity_out_of_workloads_no_longer_selected() {
     // A per-namespace identity stays while another workload still uses it.
     let ns = inject(&input, &["--config", &naming_config("per-namespace")]);
     ns.ok();
-    let deselected = ns.stdout.replacen(
-        "  name: api\n  namespace: ns\n  labels:\n    nvcf.io/worker: \"true\"\n",
-        "  name: api\n  namespace: ns\n  labels:\n    nvcf.io/worker: \"false\"\n",
-        1,
-    );
+    let deselected = deselect_api(&ns.stdout);
     let cfg = std::path::PathBuf::from(naming_config("per-namespace"));
     std::fs::write(
         &cfg,
@@ -595,9 +596,33 @@ fn krm_function_modes_uninject_and_prune() {
         token_of(&items(&rl(&out)), "Deployment", "web")["audience"],
         "nvcf-icms:other"
     );
+    let said: Vec<Value> = results(&rl(&out));
+    assert_eq!(said.len(), 1, "{out}");
+    assert_eq!(said[0]["severity"], "info");
+    assert_eq!(
+        said[0]["message"],
+        "deployment/web updated: audience nvcf-icms:c1 -> nvcf-icms:other"
+    );
+    assert_eq!(said[0]["resourceRef"]["name"], "web");
     let deselected = injected
         .stdout
         .replace("nvcf.io/worker: \"true\"", "nvcf.io/worker: \"no\"");
+    // Without prune, a result says the workload keeps its identity.
+    let out = krm(&resource_list(
+        &deselected,
+        &typed_config("clusterID: c1\n"),
+    ));
+    out.ok();
+    let kept = results(&rl(&out));
+    assert_eq!(kept.len(), 1, "{out}");
+    assert_eq!(kept[0]["severity"], "info");
+    assert!(
+        kept[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("keeps its worker identity"),
+        "{out}"
+    );
     let out = krm(&resource_list(
         &deselected,
         &typed_config("clusterID: c1\nprune: true\n"),
