@@ -759,23 +759,9 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: 
                 trio_nodes.push(node);
             }
         }
-        let root = batch.object_mut(p.addr);
-        if let Some(record) = &p.record {
-            record_replaced(root, record, p.json_style);
-        }
-        let spec = root.path_mut(p.spec_path).expect("planned pod spec");
-        if p.spec_changes {
-            apply_pod_spec(spec, p, token);
-        }
-        if p.volume_update {
-            update_token(spec, token, p.json_style);
-        }
-        for (list, indexes) in &p.strip {
-            if let Some(containers) = spec.get_mut(list).and_then(Node::items_mut) {
-                for &ci in indexes {
-                    uninject::strip_container(&mut containers[ci]);
-                }
-            }
+        // Editing expands a document's aliases: only a workload that changes is edited.
+        if p.record.is_some() || p.spec_changes || p.volume_update || !p.strip.is_empty() {
+            edit_workload(batch.object_mut(p.addr), p, token);
         }
         if !trio_nodes.is_empty() {
             batch.insert_after(p.addr, trio_nodes);
@@ -788,6 +774,26 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: 
         batch.remove(*addr);
     }
     batch.commit_inserts();
+}
+
+fn edit_workload(root: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {
+    if let Some(record) = &p.record {
+        record_replaced(root, record, p.json_style);
+    }
+    let spec = root.path_mut(p.spec_path).expect("planned pod spec");
+    if p.spec_changes {
+        apply_pod_spec(spec, p, token);
+    }
+    if p.volume_update {
+        update_token(spec, token, p.json_style);
+    }
+    for (list, indexes) in &p.strip {
+        if let Some(containers) = spec.get_mut(list).and_then(Node::items_mut) {
+            for &ci in indexes {
+                uninject::strip_container(&mut containers[ci]);
+            }
+        }
+    }
 }
 
 /// Records on the workload what inject replaces (`nvcf.io/replaced`).

@@ -859,3 +859,20 @@ fn readme_lifecycle_example_is_what_the_tool_prints() {
         .replace("nvcf.io/worker: \"true\"", "nvcf.io/worker: \"no\"");
     assert!(inject(&deselected, &[]).stderr.contains(not_selected));
 }
+
+/// Own output that needs no change is not edited at all: a document with anchors
+/// and aliases comes out as it went in (editing would expand the aliases).
+#[test]
+fn own_output_without_changes_keeps_its_aliases() {
+    let first = inject(WEB, &[]);
+    first.ok();
+    let with_alias =
+        first
+            .stdout
+            .replacen("    team: a\n", "    team: &team a\n    owner: *team\n", 1);
+    assert_ne!(with_alias, first.stdout);
+    let again = inject(&with_alias, &[]);
+    again.ok();
+    assert!(again.stderr.contains("deployment/web unchanged"), "{again}");
+    assert_eq!(again.stdout, with_alias);
+}
