@@ -876,3 +876,50 @@ fn own_output_without_changes_keeps_its_aliases() {
     assert!(again.stderr.contains("deployment/web unchanged"), "{again}");
     assert_eq!(again.stdout, with_alias);
 }
+
+/// The real kpt: `kpt fn eval --exec` injects a package, then with a changed
+/// clusterID updates it, then with `mode=uninject` gives back the package's objects
+/// (the trio removed from the files kpt writes back).
+#[test]
+fn kpt_eval_injects_updates_and_uninjects_a_package() {
+    let sandbox = tempfile::tempdir().unwrap();
+    let pkg = sandbox.path().join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("web.yaml"), WEB).unwrap();
+    std::fs::write(pkg.join("api.yaml"), API).unwrap();
+    let kpt = |args: &[&str]| {
+        let out = Command::new("kpt")
+            .args(["fn", "eval", "pkg", "--exec", BIN, "--"])
+            .args(args)
+            .current_dir(sandbox.path())
+            .env("HOME", sandbox.path())
+            .env("XDG_CONFIG_HOME", sandbox.path().join(".config"))
+            .output()
+            .expect("kpt is on PATH");
+        assert!(
+            out.status.success(),
+            "kpt {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let read = |f: &str| std::fs::read_to_string(pkg.join(f)).unwrap();
+    kpt(&["clusterID=c1"]);
+    assert!(
+        objects(&read("web.yaml")).len() == 4,
+        "{}",
+        read("web.yaml")
+    );
+    let said = kpt(&["clusterID=other"]);
+    assert!(
+        said.contains("updated: audience nvcf-icms:c1 -> nvcf-icms:other"),
+        "{said}"
+    );
+    assert_eq!(
+        token_of(&objects(&read("web.yaml")), "Deployment", "web")["audience"],
+        "nvcf-icms:other"
+    );
+    kpt(&["mode=uninject"]);
+    assert_gives_back("web.yaml", WEB.as_bytes(), read("web.yaml").as_bytes());
+    assert_gives_back("api.yaml", API.as_bytes(), read("api.yaml").as_bytes());
+}
