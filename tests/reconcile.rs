@@ -519,6 +519,11 @@ fn prune_takes_the_identity_out_of_workloads_no_longer_selected() {
         "{kept}"
     );
     assert_eq!(kept.stdout, deselected, "kept by default");
+    assert_eq!(
+        validate_stdin(&kept.stdout).code,
+        0,
+        "a kept identity validates clean"
+    );
 
     let pruned = inject(&deselected, &["--prune"]);
     pruned.ok();
