@@ -44,6 +44,12 @@ pub enum Command {
         cat app.yaml | kubectl nvcf-worker inject -f - --config fn-config/worker-identity.yaml"
     )]
     Inject(InjectArgs),
+    /// Take out what inject added and restore what it replaced.
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker uninject -f deploy.yaml | kubectl apply -f -\n  \
+        kubectl nvcf-worker inject -f app.yaml --cluster-id c1 | kubectl nvcf-worker uninject -f -"
+    )]
+    Uninject(UninjectArgs),
     /// Check manifests for forged or widened worker identities (pre-commit, CI).
     #[command(
         after_help = "Examples:\n  kubectl nvcf-worker validate manifests/\n  kubectl nvcf-worker validate -o json a.yaml b.yaml"
@@ -122,6 +128,22 @@ pub struct InjectArgs {
     /// Also give init containers the token mount and env.
     #[arg(long = "include-init-containers")]
     pub include_init_containers: bool,
+    /// Take the identity out of workloads that carry it but are no longer selected.
+    #[arg(long)]
+    pub prune: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    pub output: StreamFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UninjectArgs {
+    /// File, directory (recursive: .yaml, .yml, .json) or - for stdin; repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// More paths, as with -f.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: StreamFormat,
@@ -214,6 +236,14 @@ impl InjectArgs {
         }
         if self.include_init_containers {
             cfg.include_init_containers = true;
+        }
+        if self.prune {
+            cfg.prune = true;
+        }
+        if cfg.mode == crate::config::Mode::Uninject {
+            return Err(Error::Usage(
+                "the config has mode: uninject; run `kubectl nvcf-worker uninject`".into(),
+            ));
         }
         let range =
             crate::identity::MIN_EXPIRATION_SECONDS..=crate::identity::MAX_EXPIRATION_SECONDS;
@@ -357,6 +387,10 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
             }
             let paths = paths_or_stdin(args.files.clone(), &args.paths, "inject")?;
             commands::inject(&paths, &cfg, args.output, stdout, stderr)
+        }
+        Some(Command::Uninject(args)) => {
+            let paths = paths_or_stdin(args.files, &args.paths, "uninject")?;
+            commands::uninject(&paths, args.output, stdout, stderr)
         }
         Some(Command::Validate(args)) => commands::validate(
             &paths_or_stdin(args.paths, &args.files, "validate")?,

@@ -158,6 +158,30 @@ pub fn inject(
     if cfg.is_psat() {
         cfg_token?;
     }
+    transform(paths, format, stdout, stderr, |batch| {
+        inject::inject(batch, cfg)
+    })
+}
+
+/// `uninject`: the same inputs and outputs as `inject`; takes out what inject added.
+pub fn uninject(
+    paths: &[String],
+    format: StreamFormat,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<()> {
+    transform(paths, format, stdout, stderr, crate::uninject::uninject)
+}
+
+/// Reads the inputs, transforms them, and writes the stream and the report, or on
+/// any error only the findings.
+fn transform(
+    paths: &[String],
+    format: StreamFormat,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    op: impl FnOnce(&mut Batch) -> inject::Outcome,
+) -> Result<()> {
     let (sources, left_out) = gather_for_inject(paths)?;
     if sources.iter().all(|s| s.docs.iter().all(|d| d.is_empty())) {
         // Bad input, not bad usage: exit 1 like any other input problem. Never an
@@ -174,7 +198,7 @@ pub fn inject(
         });
     }
     let mut batch = Batch::new(sources);
-    let outcome = inject::inject(&mut batch, cfg);
+    let outcome = op(&mut batch);
     for f in &outcome.findings {
         writeln!(stderr, "{}", f.to_text()).map_err(write_err)?;
     }
@@ -204,16 +228,20 @@ pub fn inject(
 pub fn inject_report(reports: &[inject::ObjectReport], left_out: usize) -> String {
     let mut out = String::new();
     let (mut injected, mut unchanged, mut skipped, mut generated, mut others) = (0, 0, 0, 0, 0);
+    let (mut updated, mut uninjected, mut removed) = (0, 0, 0);
     for r in reports {
         let is_workload =
             crate::workload::pod_spec_path(&r.resource.api_version, &r.resource.kind).is_some();
         match r.status {
             inject::Status::Generated => generated += 1,
+            inject::Status::Removed => removed += 1,
             _ if !is_workload => {
                 others += 1;
                 continue;
             }
             inject::Status::Injected => injected += 1,
+            inject::Status::Updated(_) => updated += 1,
+            inject::Status::Uninjected(_) => uninjected += 1,
             inject::Status::Unchanged(_) => unchanged += 1,
             inject::Status::Skipped(_) => skipped += 1,
         }
@@ -221,10 +249,22 @@ pub fn inject_report(reports: &[inject::ObjectReport], left_out: usize) -> Strin
         out.push('\n');
     }
     let n = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    // `updated`, `uninjected` and `removed` only when they happened: the line of a
+    // first injection stays as it always was.
+    let some = |count: usize, what: &str| {
+        if count > 0 {
+            format!("{count} {what}, ")
+        } else {
+            String::new()
+        }
+    };
     out.push_str(&format!(
-        "{}: {injected} injected, {unchanged} unchanged, {skipped} skipped; {} generated; {} passed through unchanged",
-        n(injected + unchanged + skipped, "workload", "workloads"),
+        "{}: {injected} injected, {}{}{unchanged} unchanged, {skipped} skipped; {} generated; {}{} passed through unchanged",
+        n(injected + updated + uninjected + unchanged + skipped, "workload", "workloads"),
+        some(updated, "updated"),
+        some(uninjected, "uninjected"),
         n(generated, "object", "objects"),
+        if removed > 0 { format!("{} removed; ", n(removed, "object", "objects")) } else { String::new() },
         n(others, "other object", "other objects"),
     ));
     if left_out > 0 {

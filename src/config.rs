@@ -15,6 +15,8 @@ pub enum Mode {
     #[default]
     Inject,
     Validate,
+    /// Takes out what inject added and restores what it replaced.
+    Uninject,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +31,9 @@ pub struct Config {
     pub include_init_containers: bool,
     /// One identity per workload (default) or one `nvcf-worker` per namespace.
     pub naming: Naming,
+    /// Take the identity out of workloads that carry it but are no longer selected
+    /// (by default they keep it, and the report says so).
+    pub prune: bool,
 }
 
 impl Default for Config {
@@ -42,6 +47,7 @@ impl Default for Config {
             selector: default_selector(),
             include_init_containers: false,
             naming: Naming::PerWorkload,
+            prune: false,
         }
     }
 }
@@ -71,6 +77,7 @@ struct TypedSpec {
     selector: Option<serde_json::Value>,
     include_init_containers: Option<bool>,
     naming: Option<String>,
+    prune: Option<bool>,
 }
 
 impl Config {
@@ -138,6 +145,9 @@ impl Config {
         if let Some(n) = spec.naming {
             c.naming = parse_naming(&n)?;
         }
+        if let Some(p) = spec.prune {
+            c.prune = p;
+        }
         c.normalize()
     }
 
@@ -170,15 +180,8 @@ impl Config {
                     c.selector =
                         Selector::parse(&v).map_err(|e| ConfigError(format!("selector: {e}")))?
                 }
-                "includeInitContainers" => {
-                    c.include_init_containers = match v.as_str() {
-                        "true" => true,
-                        "false" => false,
-                        _ => {
-                            return err(format!("includeInitContainers {v:?} is not true or false"))
-                        }
-                    }
-                }
+                "includeInitContainers" => c.include_init_containers = parse_bool(k, &v)?,
+                "prune" => c.prune = parse_bool(k, &v)?,
                 "naming" => c.naming = parse_naming(&v)?,
                 other => return err(format!("unknown key {other:?} in ConfigMap data")),
             }
@@ -228,6 +231,14 @@ impl Config {
     }
 }
 
+fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => err(format!("{key} {v:?} is not true or false")),
+    }
+}
+
 fn parse_naming(n: &str) -> Result<Naming, ConfigError> {
     match n {
         "" | "per-workload" => Ok(Naming::PerWorkload),
@@ -244,7 +255,7 @@ fn spec_type_error(spec: &serde_json::Value) -> Option<ConfigError> {
     for (key, value) in spec.as_object()? {
         let want = match key.as_str() {
             "expirationSeconds" if !value.is_i64() => "a whole number of seconds, like 3600",
-            "includeInitContainers" if !value.is_boolean() => "true or false",
+            "includeInitContainers" | "prune" if !value.is_boolean() => "true or false",
             "mode" | "clusterID" | "audience" | "tokenSource" | "naming" if !value.is_string() => {
                 "a string"
             }
@@ -264,7 +275,10 @@ fn parse_mode(m: &str) -> Result<Mode, ConfigError> {
     match m {
         "" | "inject" => Ok(Mode::Inject),
         "validate" => Ok(Mode::Validate),
-        other => err(format!("mode {other:?} is not inject or validate")),
+        "uninject" => Ok(Mode::Uninject),
+        other => err(format!(
+            "mode {other:?} is not inject, validate or uninject"
+        )),
     }
 }
 
@@ -332,6 +346,22 @@ mod tests {
         assert_eq!(Config::default().naming, Naming::PerWorkload);
         let e = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  naming: per-pod\n").unwrap_err();
         assert!(e.0.contains("per-pod"), "{e}");
+    }
+
+    #[test]
+    fn uninject_mode_and_prune_in_both_forms() {
+        let c = cfg("apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec:\n  mode: uninject\n  prune: true\n").unwrap();
+        assert_eq!((c.mode, c.prune), (Mode::Uninject, true));
+        let c = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  prune: \"false\"\n").unwrap();
+        assert!(!c.prune);
+        let e = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  prune: maybe\n").unwrap_err();
+        assert!(e.0.contains("prune"), "{e}");
+        let e = cfg(
+            "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec:\n  prune: \"true\"\n",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("spec.prune"), "{e}");
+        assert!(!Config::default().prune);
     }
 
     #[test]

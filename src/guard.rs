@@ -363,7 +363,10 @@ fn check_pod_specs(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Fin
                 }
                 continue;
             }
-            let Some(name) = v.text() else { continue };
+            // `serviceAccount: null` names no account (the API server drops it).
+            let Some(name) = v.text().filter(|_| !v.is_null()) else {
+                continue;
+            };
             account = account.or(Some(name));
             if !is_worker(name) {
                 continue;

@@ -53,6 +53,16 @@ pub const SCOPE_NAMESPACE: &str = "namespace";
 pub const WORKER_LABEL: &str = "nvcf.io/worker";
 /// Per-workload `a,b`: containers left without the token mount and env.
 pub const SKIP_CONTAINERS_ANNOTATION: &str = "nvcf.io/skip-containers";
+/// On a workload: the pod spec values `inject` replaced, as a JSON object
+/// (`{"serviceAccountName":"app","automountServiceAccountToken":true}`), so that
+/// `uninject` can put them back. A key inject set that is not recorded was absent.
+pub const REPLACED_ANNOTATION: &str = "nvcf.io/replaced";
+/// The pod spec keys inject sets and records.
+pub const REPLACED_KEYS: [&str; 3] = [
+    "serviceAccountName",
+    "serviceAccount",
+    "automountServiceAccountToken",
+];
 
 /// Whether `name` is reserved for worker identities, as the agent's
 /// `IsWorkerServiceAccountName` decides: `nvcf-worker` exactly or `nvcf-worker-*`.

@@ -14,16 +14,23 @@ use crate::manifest::batch::{
 };
 use crate::manifest::{from_json, to_json, Node, Style};
 use crate::report::{Finding, ResourceRef};
+use crate::uninject::{self, Recognition};
 use crate::workload;
 
 /// What happened to one input object (the per-resource report on stderr).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
     Injected,
+    /// The transformer's own output brought to the current config: what changed.
+    Updated(Vec<String>),
+    /// The identity taken out (uninject, prune): what was restored.
+    Uninjected(Vec<String>),
     Unchanged(&'static str),
     Skipped(&'static str),
     /// A ServiceAccount, Role or RoleBinding this run added.
     Generated,
+    /// A ServiceAccount, Role or RoleBinding of an identity no workload uses any more.
+    Removed,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +47,10 @@ impl ObjectReport {
             Status::Generated => format!("{r} generated"),
             Status::Unchanged(why) => format!("{r} unchanged: {why}"),
             Status::Skipped(why) => format!("{r} skipped: {why}"),
+            Status::Updated(what) => format!("{r} updated: {}", what.join("; ")),
+            Status::Uninjected(what) if what.is_empty() => format!("{r} uninjected"),
+            Status::Uninjected(what) => format!("{r} uninjected: {}", what.join("; ")),
+            Status::Removed => format!("{r} removed"),
         }
     }
 }
@@ -54,7 +65,32 @@ impl Outcome {
     pub fn has_errors(&self) -> bool {
         crate::report::has_errors(&self.findings)
     }
+
+    /// The findings, and for a KRM function (whose only report is `results`) an
+    /// info result for each workload updated, uninjected or kept though no longer
+    /// selected, and each object removed: what changed beyond a first injection.
+    pub fn krm_results(self) -> Vec<Finding> {
+        if self.has_errors() {
+            return self.findings; // nothing changed
+        }
+        let mut out = self.findings;
+        for r in self.reports {
+            let says = match &r.status {
+                Status::Updated(_) | Status::Uninjected(_) | Status::Removed => true,
+                Status::Unchanged(why) => *why == KEPT_NOT_SELECTED,
+                _ => false,
+            };
+            if says {
+                out.push(Finding::info(r.to_text()).resource(Some(r.resource)));
+            }
+        }
+        out
+    }
 }
+
+/// Why a workload no longer selected still carries its identity.
+const KEPT_NOT_SELECTED: &str =
+    "not selected any more; keeps its worker identity (prune: true or --prune takes it out)";
 
 /// One selected workload and what it needs.
 struct WorkloadPlan {
@@ -68,6 +104,26 @@ struct WorkloadPlan {
     /// The trio objects missing from the input, to generate.
     missing: Vec<usize>,
     json_style: bool,
+    /// The identity it already carries when it is the transformer's own output.
+    own: Option<String>,
+    /// Own output whose token volume has another audience or lifetime.
+    volume_update: bool,
+    /// Containers whose token mount and env go (skipped now, or init containers
+    /// no longer included).
+    strip: Vec<(&'static str, Vec<usize>)>,
+    /// What inject replaces, recorded on the workload for uninject.
+    record: Option<serde_json::Map<String, serde_json::Value>>,
+    /// For `updated`: what changed.
+    changes: Vec<String>,
+}
+
+/// What the plan does besides the selected workloads: identities taken out of
+/// workloads no longer selected (prune) and trios no workload uses any more.
+#[derive(Default)]
+struct Cleanup {
+    prune: Vec<(Addr, &'static [&'static str])>,
+    remove: Vec<Addr>,
+    statuses: HashMap<Addr, Status>,
 }
 
 /// Injects the identity into every selected workload of the batch, or changes
@@ -95,18 +151,23 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
             return out;
         }
     };
-    let plans = plan(batch, cfg, &token, &mut out);
+    let (plans, cleanup) = plan(batch, cfg, &token, &mut out);
     if out.has_errors() {
         return out;
     }
-    apply(batch, &plans, &token);
+    apply(batch, &plans, &token, &cleanup);
     out
 }
 
 /// Who claims an identity name: (namespace, marks, who for messages).
 type Claim<'a> = (Option<&'a str>, Marks, String);
 
-fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Vec<WorkloadPlan> {
+fn plan(
+    batch: &Batch,
+    cfg: &Config,
+    token: &TokenSpec,
+    out: &mut Outcome,
+) -> (Vec<WorkloadPlan>, Cleanup) {
     let objects = batch.objects();
     let existing = guard::Trios::index(&objects);
     let mut plans = Vec::new();
@@ -131,14 +192,52 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
     let mut trio_members: HashSet<Addr> = HashSet::new();
     // Per-namespace identities already planned: one trio per namespace.
     let mut planned_trios: HashSet<(Option<&str>, String)> = HashSet::new();
+    let mut cleanup = Cleanup::default();
+    // Identities a workload leaves (naming changed, pruned), and the account every
+    // workload has after this run: a trio nobody uses any more goes.
+    let mut left: HashSet<(Option<&str>, String)> = HashSet::new();
+    let mut accounts: Vec<(Option<&str>, String)> = Vec::new();
 
     for obj in &objects {
         let Some(spec_path) = workload::pod_spec_path(obj.api_version(), obj.kind()) else {
             continue;
         };
+        let recognition = uninject::recognise(obj, &existing);
         if !is_selected(obj, spec_path, cfg) {
+            if let Recognition::Own { account, .. } = recognition {
+                // Named by the guard as what inject produced earlier.
+                self_refs.insert(obj.addr, account.clone());
+                if cfg.prune {
+                    match uninject::recorded(obj.node) {
+                        Ok(recorded) => {
+                            let restored = uninject::describe_restored(&recorded);
+                            cleanup
+                                .statuses
+                                .insert(obj.addr, Status::Uninjected(restored));
+                        }
+                        Err(why) => out.findings.push(
+                            Finding::error(format!("{why}; fix or remove it, then prune"))
+                                .resource(Some(obj.resource_ref()))
+                                .at(obj.location()),
+                        ),
+                    }
+                    cleanup.prune.push((obj.addr, spec_path));
+                    left.insert((obj.namespace(), account));
+                    continue;
+                }
+                cleanup
+                    .statuses
+                    .insert(obj.addr, Status::Unchanged(KEPT_NOT_SELECTED));
+                accounts.push((obj.namespace(), account));
+            } else if let Some(a) = uninject::account_of(obj, spec_path) {
+                accounts.push((obj.namespace(), a));
+            }
             continue;
         }
+        let own = match recognition {
+            Recognition::Own { account, .. } => Some(account),
+            _ => None,
+        };
         let loc = obj.location();
         let rref = obj.resource_ref();
         if obj.name().is_empty() {
@@ -177,7 +276,12 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
             );
         }
         claims.push((obj.namespace(), owner.marks.clone(), rref.display()));
-        self_refs.insert(obj.addr, name.clone());
+        // Own output names the identity it carries until this run changes it.
+        self_refs.insert(obj.addr, own.clone().unwrap_or_else(|| name.clone()));
+        accounts.push((obj.namespace(), name.clone()));
+        if let Some(old) = own.as_ref().filter(|old| **old != name) {
+            left.insert((obj.namespace(), old.clone()));
+        }
         let Some(spec) = obj.node.path(spec_path).filter(|s| s.is_map()) else {
             out.findings.push(
                 Finding::error(format!(
@@ -199,6 +303,11 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
             spec_changes: false,
             missing: Vec::new(),
             json_style: obj.in_flow_document(),
+            own,
+            volume_update: false,
+            strip: Vec::new(),
+            record: None,
+            changes: Vec::new(),
         };
         let mut findings = Vec::new();
         check_pod_spec(obj, spec, cfg, token, &mut p, &mut findings);
@@ -231,7 +340,9 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         }));
         out.reports.push(ObjectReport {
             resource: rref,
-            status: if p.spec_changes || !p.missing.is_empty() {
+            status: if p.own.is_some() && !p.changes.is_empty() {
+                Status::Updated(p.changes.clone())
+            } else if p.own.is_none() && (p.spec_changes || !p.missing.is_empty()) {
                 Status::Injected
             } else {
                 Status::Unchanged("already has its identity")
@@ -265,8 +376,31 @@ fn plan(batch: &Batch, cfg: &Config, token: &TokenSpec, out: &mut Outcome) -> Ve
         },
     ));
 
-    report_others(&objects, &self_refs, &trio_members, &mut out.reports);
-    plans
+    // Trios of identities left behind that no workload uses any more.
+    for (ns, name) in &left {
+        let used = accounts
+            .iter()
+            .any(|(ans, a)| a == name && guard::namespaces_collide(*ans, *ns));
+        if used {
+            continue;
+        }
+        for member in uninject::trio_addrs(&existing, *ns, name) {
+            if guard::marks_of(member.node).is_some() {
+                cleanup.statuses.insert(member.addr, Status::Removed);
+                cleanup.remove.push(member.addr);
+            }
+        }
+    }
+
+    let selected: HashMap<Addr, String> = plans.iter().map(|p| (p.addr, p.name.clone())).collect();
+    report_others(
+        &objects,
+        &selected,
+        &trio_members,
+        &cleanup.statuses,
+        &mut out.reports,
+    );
+    (plans, cleanup)
 }
 
 /// Reports for the objects that are not selected workloads, in input order.
@@ -274,6 +408,7 @@ fn report_others(
     objects: &[Object],
     selected: &HashMap<Addr, String>,
     trio: &HashSet<Addr>,
+    statuses: &HashMap<Addr, Status>,
     reports: &mut Vec<ObjectReport>,
 ) {
     // The selected workloads' reports, each followed by its generated objects'.
@@ -285,6 +420,8 @@ fn report_others(
                 reports.push(r);
             }
             continue;
+        } else if let Some(status) = statuses.get(&obj.addr) {
+            status.clone()
         } else if trio.contains(&obj.addr) {
             Status::Unchanged("part of a worker identity")
         } else if workload::pod_spec_path(obj.api_version(), obj.kind()).is_some() {
@@ -361,6 +498,20 @@ fn check_pod_spec(
 ) {
     let base = workload::dotted(p.spec_path);
     let line = |n: &Node| n.line;
+    if let Some(old) = p.own.clone() {
+        return check_own_pod_spec(obj, spec, cfg, token, &old, p);
+    }
+    // What inject replaces is recorded, unless the account already is the identity.
+    if spec.str_at(&["serviceAccountName"]) != Some(p.name.as_str()) {
+        let record: serde_json::Map<String, serde_json::Value> = identity::REPLACED_KEYS
+            .iter()
+            .filter_map(|k| Some((k.to_string(), to_json(spec.get(k)?))))
+            .filter(|(k, v)| !(k == "serviceAccount" && v.is_null()))
+            .collect();
+        if !record.is_empty() && obj.annotation(identity::REPLACED_ANNOTATION).is_none() {
+            p.record = Some(record);
+        }
+    }
     // serviceAccountName / serviceAccount: replaced, with a warning naming the old one.
     for key in ["serviceAccountName", "serviceAccount"] {
         match spec.get(key) {
@@ -430,6 +581,82 @@ fn check_pod_spec(
             chosen.push(ci);
         }
         p.containers.push((list, chosen));
+    }
+}
+
+/// Brings the transformer's own output to the current config: the identity's name,
+/// the token's audience and lifetime, and which containers carry the token. Nothing
+/// here is a conflict: recognition already proved every part is the transformer's.
+fn check_own_pod_spec(
+    obj: &Object,
+    spec: &Node,
+    cfg: &Config,
+    token: &TokenSpec,
+    old: &str,
+    p: &mut WorkloadPlan,
+) {
+    if old != p.name {
+        p.changes.push(format!("identity {old} -> {}", p.name));
+        p.spec_changes = true;
+    }
+    let volume = spec
+        .get("volumes")
+        .and_then(Node::items)
+        .unwrap_or(&[])
+        .iter()
+        .find(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
+        .and_then(|v| v.path(&["projected", "sources"])?.items()?.first())
+        .and_then(|s| s.get("serviceAccountToken"));
+    if let Some(t) = volume {
+        let audience = t.str_at(&["audience"]).unwrap_or("");
+        if audience != token.audience {
+            p.changes
+                .push(format!("audience {audience} -> {}", token.audience));
+            p.volume_update = true;
+        }
+        let expiry = t.get("expirationSeconds").map(to_json);
+        if expiry != Some(token.expiration_seconds.into()) {
+            p.changes.push(format!(
+                "expirationSeconds {} -> {}",
+                expiry.unwrap_or_default(),
+                token.expiration_seconds
+            ));
+            p.volume_update = true;
+        }
+    }
+    let skip = names_in(obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION));
+    for list in ["containers", "initContainers"] {
+        let included = list == "containers" || cfg.include_init_containers;
+        let containers = spec.get(list).and_then(Node::items).unwrap_or(&[]);
+        let (mut add, mut strip) = (Vec::new(), Vec::new());
+        for (ci, c) in containers.iter().enumerate() {
+            let name = c.str_at(&["name"]).unwrap_or("");
+            let want = included && !skip.contains(name);
+            match (want, uninject::container_has_token(c)) {
+                (true, true) => add.push(ci),
+                (true, false) => {
+                    p.changes.push(format!("token added to {list} {name:?}"));
+                    p.spec_changes = true;
+                    add.push(ci);
+                }
+                (false, true) => {
+                    p.changes.push(format!(
+                        "token removed from {list} {name:?} ({})",
+                        if included {
+                            "skipped"
+                        } else {
+                            "init containers not included"
+                        }
+                    ));
+                    strip.push(ci);
+                }
+                (false, false) => {}
+            }
+        }
+        p.containers.push((list, add));
+        if !strip.is_empty() {
+            p.strip.push((list, strip));
+        }
     }
 }
 
@@ -509,7 +736,7 @@ fn conventional_order(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec) {
+fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: &Cleanup) {
     let mut next_index = next_free_indexes(batch);
     for p in plans {
         let mut trio_nodes = Vec::new();
@@ -532,16 +759,88 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec) {
                 trio_nodes.push(node);
             }
         }
-        if p.spec_changes {
-            let root = batch.object_mut(p.addr);
-            let spec = root.path_mut(p.spec_path).expect("planned pod spec");
-            apply_pod_spec(spec, p, token);
+        // Editing expands a document's aliases: only a workload that changes is edited.
+        if p.record.is_some() || p.spec_changes || p.volume_update || !p.strip.is_empty() {
+            edit_workload(batch.object_mut(p.addr), p, token);
         }
         if !trio_nodes.is_empty() {
             batch.insert_after(p.addr, trio_nodes);
         }
     }
+    for (addr, spec_path) in &cleanup.prune {
+        uninject::strip(batch.object_mut(*addr), spec_path);
+    }
+    for addr in &cleanup.remove {
+        batch.remove(*addr);
+    }
     batch.commit_inserts();
+}
+
+fn edit_workload(root: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {
+    if let Some(record) = &p.record {
+        record_replaced(root, record, p.json_style);
+    }
+    let spec = root.path_mut(p.spec_path).expect("planned pod spec");
+    if p.spec_changes {
+        apply_pod_spec(spec, p, token);
+    }
+    if p.volume_update {
+        update_token(spec, token, p.json_style);
+    }
+    for (list, indexes) in &p.strip {
+        if let Some(containers) = spec.get_mut(list).and_then(Node::items_mut) {
+            for &ci in indexes {
+                uninject::strip_container(&mut containers[ci]);
+            }
+        }
+    }
+}
+
+/// Records on the workload what inject replaces (`nvcf.io/replaced`).
+fn record_replaced(root: &mut Node, record: &serde_json::Map<String, serde_json::Value>, js: bool) {
+    let empty_map = || {
+        let m = Node::map(vec![]);
+        if js {
+            m.into_json_style()
+        } else {
+            m
+        }
+    };
+    let text = serde_json::to_string(record).expect("JSON values serialize");
+    root.get_or_insert("metadata", empty_map)
+        .get_or_insert("annotations", empty_map)
+        .set(
+            identity::REPLACED_ANNOTATION,
+            Node::scalar(text, Style::DoubleQuoted),
+        );
+}
+
+/// Sets the audience and lifetime of the token volume, in place.
+fn update_token(spec: &mut Node, token: &TokenSpec, js: bool) {
+    let Some(t) = spec
+        .get_mut("volumes")
+        .and_then(Node::items_mut)
+        .and_then(|vs| {
+            vs.iter_mut()
+                .find(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
+        })
+        .and_then(|v| v.path_mut(&["projected", "sources"]))
+        .and_then(Node::items_mut)
+        .and_then(|s| s.first_mut())
+        .and_then(|s| s.get_mut("serviceAccountToken"))
+    else {
+        return;
+    };
+    let audience = if js {
+        Node::scalar(token.audience.clone(), Style::DoubleQuoted)
+    } else {
+        Node::string(token.audience.clone())
+    };
+    t.set("audience", audience);
+    t.set(
+        "expirationSeconds",
+        Node::scalar(token.expiration_seconds.to_string(), Style::Plain),
+    );
 }
 
 fn apply_pod_spec(spec: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {

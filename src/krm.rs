@@ -86,7 +86,8 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
                     self_refs: &Default::default(),
                 },
             )),
-            Mode::Inject => findings.extend(inject::inject(&mut batch, &cfg).findings),
+            Mode::Inject => findings.extend(inject::inject(&mut batch, &cfg).krm_results()),
+            Mode::Uninject => findings.extend(crate::uninject::uninject(&mut batch).krm_results()),
         },
     }
     let exit_code = if report::has_errors(&findings) { 1 } else { 0 };
@@ -167,6 +168,7 @@ pub fn run_legacy_plugin(
             },
         ),
         Mode::Inject => inject::inject(&mut batch, &cfg).findings,
+        Mode::Uninject => crate::uninject::uninject(&mut batch).findings,
     };
     for f in &findings {
         writeln!(stderr, "{}", f.to_text()).map_err(|e| Error::io("<stderr>", e))?;
@@ -181,7 +183,7 @@ pub fn run_legacy_plugin(
     }
     let stdout = match cfg.mode {
         Mode::Validate => Vec::new(),
-        Mode::Inject => crate::commands::render_stream(&batch),
+        Mode::Inject | Mode::Uninject => crate::commands::render_stream(&batch),
     };
     Ok(FnOutput {
         stdout,

@@ -15,4 +15,5 @@ pub mod policy;
 pub mod report;
 pub mod sarif;
 pub mod selector;
+pub mod uninject;
 pub mod workload;

@@ -173,6 +173,8 @@ pub enum TokenWant<'a> {
     /// Any `nvcf-icms:<cluster>` audience and a lifetime Kubernetes and the agent
     /// accept (the guard, which has no config).
     Contract,
+    /// Any audience and lifetime: what an earlier config of the transformer wrote.
+    Any,
 }
 
 /// Whether a volume is the projected worker token; fields the API server adds
@@ -211,6 +213,7 @@ pub fn is_token_volume(v: &Node, want: &TokenWant) -> bool {
                         .contains(&e)
                 })
         }
+        TokenWant::Any => !audience.is_empty() && expiry.is_some(),
     };
     fits && keys(v, &["name", "projected"])
         && keys(projected, &["sources", "defaultMode"])

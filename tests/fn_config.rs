@@ -218,11 +218,13 @@ fn schema_spec_properties_are_exactly_the_parser_keys() {
         props["includeInitContainers"]["default"],
         d.include_init_containers
     );
+    assert_eq!(props["prune"]["default"], d.prune);
     assert_eq!(props["mode"]["default"], "inject");
     assert_eq!(d.mode, Mode::Inject);
     // Types: a string where the schema says integer or boolean is rejected.
     assert!(typed(json!({"expirationSeconds": "3600"})).is_err());
     assert!(typed(json!({"includeInitContainers": "yes"})).is_err());
+    assert!(typed(json!({"prune": "true"})).is_err());
     assert!(typed(json!({"clusterID": 7})).is_err());
 }
 
@@ -249,7 +251,11 @@ fn schema_bounds_and_enums_match_the_parser() {
     }
 
     let modes = s["$defs"]["spec"]["properties"]["mode"]["enum"].clone();
-    assert_eq!(modes, json!(["inject", "validate"]));
+    assert_eq!(modes, json!(["inject", "validate", "uninject"]));
+    assert_eq!(
+        typed(json!({"mode": "uninject"})).unwrap().mode,
+        Mode::Uninject
+    );
     assert_eq!(typed(json!({"mode": "inject"})).unwrap().mode, Mode::Inject);
     assert_eq!(
         typed(json!({"mode": "validate"})).unwrap().mode,

@@ -253,7 +253,15 @@ fn other_service_account_is_replaced_with_a_warning_naming_it() {
         assert_contract(&objs, "Deployment", "web", "ns", &["app"]);
         let spec = at(&objs[0], "spec.template.spec");
         assert_eq!(spec[key], "nvcf-worker-web");
-        assert!(!out.stdout.contains("build-bot"));
+        // The replaced account is only recorded, for uninject, on the workload.
+        assert_eq!(out.stdout.matches("build-bot").count(), 1, "{out}");
+        let recorded: Value = serde_json::from_str(
+            objs[0]["metadata"]["annotations"]["nvcf.io/replaced"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(recorded, json!({ key: "build-bot" }));
         // KRM: a warning result with resourceRef and field path, exit 0.
         let k = krm(&resource_list(&stream, &cm_cfg()));
         k.ok();

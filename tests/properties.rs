@@ -1263,6 +1263,54 @@ proptest! {
     }
 }
 
+/// The objects of a stream as kubectl decodes them (the meaning, not the text).
+fn meaning(text: &[u8]) -> Vec<serde_json::Value> {
+    kubectl_nvcf_worker::manifest::read::decode_like_kubectl("gen.yaml", text)
+        .expect("decodes")
+        .into_iter()
+        .map(|d| d.object)
+        .collect()
+}
+
+/// `uninject(inject(x))` means what `uninject(x)` means (what `x` means when no
+/// object of it was injected before), finds no look-alike, and injecting again
+/// gives `inject(x)` back.
+fn check_uninject(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
+    let cfg = config(spec.include_init);
+    let mut injected = load_batch(text.as_bytes());
+    let outcome = inject::inject(&mut injected, &cfg);
+    prop_assert!(!outcome.has_errors(), "{:?}", outcome.findings);
+    let injected = render_stream(&injected);
+    let uninject = |bytes: &[u8]| -> Result<Vec<u8>, TestCaseError> {
+        let mut b = load_batch(bytes);
+        let outcome = kubectl_nvcf_worker::uninject::uninject(&mut b);
+        prop_assert!(outcome.findings.is_empty(), "{:?}", outcome.findings);
+        Ok(render_stream(&b))
+    };
+    let back = uninject(&injected)?;
+    let plain = uninject(text.as_bytes())?;
+    prop_assert_eq!(meaning(&back), meaning(&plain), "{}", text);
+    if !spec.objects.iter().any(ObjSpec::pre_injected) {
+        prop_assert_eq!(meaning(&back), meaning(text.as_bytes()), "{}", text);
+    }
+    prop_assert!(!String::from_utf8_lossy(&back).contains(identity::TOKEN_VOLUME));
+    let mut again = load_batch(&back);
+    let outcome = inject::inject(&mut again, &cfg);
+    prop_assert!(!outcome.has_errors(), "{:?}", outcome.findings);
+    prop_assert_eq!(meaning(&render_stream(&again)), meaning(&injected));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn uninject_gives_back_what_inject_was_given(spec in stream_spec(false)) {
+        let text = render(&spec, true);
+        check_uninject(&spec, &text)?;
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
 

@@ -50,6 +50,8 @@ pub struct Batch {
     pub sources: Vec<Source>,
     /// Objects to add after an object, in order, applied by `commit_inserts`.
     inserts: Vec<(Addr, Vec<Node>)>,
+    /// Objects to remove at the next commit (documents, List items).
+    removals: Vec<Addr>,
 }
 
 /// An object with its address and where to report it.
@@ -140,6 +142,7 @@ impl Batch {
         Batch {
             sources,
             inserts: Vec::new(),
+            removals: Vec::new(),
         }
     }
 
@@ -218,26 +221,50 @@ impl Batch {
 
     /// Applies queued inserts; addresses taken before are invalid afterwards.
     pub fn commit_inserts(&mut self) {
-        let mut inserts = std::mem::take(&mut self.inserts);
-        // From the back, so earlier positions stay valid while inserting.
-        inserts.sort_by_key(|(addr, _)| std::cmp::Reverse(*addr));
-        for (addr, nodes) in inserts {
+        let mut ops: Vec<(Addr, Option<Vec<Node>>)> = std::mem::take(&mut self.inserts)
+            .into_iter()
+            .map(|(a, n)| (a, Some(n)))
+            .chain(
+                std::mem::take(&mut self.removals)
+                    .into_iter()
+                    .map(|a| (a, None)),
+            )
+            .collect();
+        // Last address first, and at one address the insert after it before its
+        // removal: every pending address stays valid while the others are applied.
+        ops.sort_by_key(|(addr, nodes)| std::cmp::Reverse((*addr, nodes.is_some())));
+        for (addr, nodes) in ops {
             let source = &mut self.sources[addr.source];
-            match (addr.item, addr.sub) {
-                (Some(i), None) => {
+            match (addr.item, addr.sub, nodes) {
+                (Some(i), None, Some(nodes)) => {
                     let items = list_items_mut(source.docs[addr.doc].edit());
                     items.splice(i + 1..i + 1, nodes);
                 }
-                (Some(i), Some(sub)) => {
+                (Some(i), None, None) => {
+                    list_items_mut(source.docs[addr.doc].edit()).remove(i);
+                }
+                (Some(i), Some(sub), nodes) => {
                     let items =
                         list_items_mut(&mut list_items_mut(source.docs[addr.doc].edit())[i]);
-                    items.splice(sub + 1..sub + 1, nodes);
+                    match nodes {
+                        Some(nodes) => drop(items.splice(sub + 1..sub + 1, nodes)),
+                        None => drop(items.remove(sub)),
+                    }
                 }
-                (None, _) => {
+                (None, _, Some(nodes)) => {
                     let docs = nodes.into_iter().map(Document::new);
                     source.docs.splice(addr.doc + 1..addr.doc + 1, docs);
                 }
+                (None, _, None) => {
+                    source.docs.remove(addr.doc);
+                }
             }
         }
+    }
+
+    /// Removes the object at `addr` (a document, or an item of a List) at the next
+    /// `commit_inserts`.
+    pub fn remove(&mut self, addr: Addr) {
+        self.removals.push(addr);
     }
 }

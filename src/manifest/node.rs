@@ -223,6 +223,14 @@ impl Node {
         true
     }
 
+    /// Removes `key` from a mapping, returning its value (None when absent or not a
+    /// mapping). Removal, like `set`, is an edit the emitter renders.
+    pub fn remove(&mut self, key: &str) -> Option<Node> {
+        let entries = self.entries_mut()?;
+        let i = entries.iter().position(|(k, _)| k.text() == Some(key))?;
+        Some(entries.remove(i).1)
+    }
+
     /// The value under `key`, created with `make` when absent or null.
     pub fn get_or_insert(&mut self, key: &str, make: impl FnOnce() -> Node) -> &mut Node {
         let entries = self.entries_mut().expect("get_or_insert on a mapping");
