@@ -186,18 +186,10 @@ pub fn to_json(n: &Node) -> serde_json::Value {
     }
 }
 
-/// A mapping key as sigs.k8s.io/yaml turns it into a JSON key: YAML 1.1 resolution
-/// first (`on` is the bool true, `0777` the int 511), then the value's string form.
 fn key_string(k: &Node) -> String {
-    let Value::Scalar(s) = &k.value else {
-        return String::new();
-    };
-    match resolve(s, k.tag()) {
-        Resolved::Bool(b) => b.to_string(),
-        Resolved::Int(i) => i.to_string(),
-        Resolved::UInt(u) => u.to_string(),
-        Resolved::Float(f) if f.is_finite() => f.to_string(),
-        _ => s.text.to_string(),
+    match &k.value {
+        Value::Scalar(s) => super::scalar::json_key(s, k.tag()).into_owned(),
+        _ => String::new(),
     }
 }
 
