@@ -522,7 +522,9 @@ fn check_duplicate_keys(entries: &[(Node, Node)]) -> Result<(), YamlError> {
         line: k.line,
         first_line: first.line,
     };
-    let keyed = |k: &Node| key_text(k).is_some() && !is_merge_key(k);
+    // Two merge keys are refused too: kubectl takes the last, kpt writes both back as
+    // the first, so a function would judge what is not applied.
+    let keyed = |k: &Node| key_text(k).is_some();
     if entries.len() <= 16 {
         for (i, (k, _)) in entries.iter().enumerate() {
             if !keyed(k) {
