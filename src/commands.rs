@@ -70,6 +70,7 @@ fn emit_chunk(docs: &[&crate::manifest::Document], last_chunk: bool) -> Vec<u8> 
         w.node_document(&doc.root, true, doc.explicit_end);
     }
     w.finish();
+    crate::manifest::emit::markers_on_their_own_line(&mut out);
     // ...except that libyaml ends a stream whose last scalar is open-ended (`|+`)
     // with `...`, which one emitter writes only at the very end of the output.
     if !last_chunk && docs.last().is_some_and(|d| !d.explicit_end) && out.ends_with(b"\n...\n") {

@@ -130,6 +130,7 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
     let mut w = YamlWriter::new(&mut stdout);
     w.document(&doc);
     w.finish();
+    crate::manifest::emit::markers_on_their_own_line(&mut stdout);
     crate::commands::release(doc);
     Ok(FnOutput { stdout, exit_code })
 }

@@ -9,217 +9,18 @@
 //! (duplicate keys, a key set both before and by a merge key), never accept it
 //! differently. There is no skip: without the oracle the test fails.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[path = "support/oracle.rs"]
+mod oracle;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use std::path::PathBuf;
+use std::process::Command;
+
 use kubectl_nvcf_worker::manifest::read::decode_like_kubectl;
+use oracle::{compare, manifest_files, oracles, report, Tally};
 use serde_json::Value;
-
-/// Errors of the tool that refuse what kubectl would take: stricter, never different.
-/// (Without a server the oracle skips REST mapping; `kubectl apply` refuses an object
-/// without apiVersion when it maps it, so "missing apiVersion" is no divergence.)
-const DELIBERATE: [&str; 8] = [
-    "is not a finite number",
-    "missing apiVersion",
-    "decodes to bytes that are not UTF-8 text",
-    "is a number to JSON (kubectl) and a string to YAML 1.1",
-    "duplicate key",
-    "set before a merge key",
-    "nesting deeper than",
-    "aliases expand to more than",
-];
-
-fn oracles() -> Vec<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-oracle.sh");
-    let out = Command::new(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "the kubectl oracle did not build ({}):\n{}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-    vec![dir.join("oracle-1.32"), dir.join("oracle-current")]
-}
-
-#[derive(Default)]
-struct Tally {
-    inputs: usize,
-    objects: usize,
-    kubectl_errors: usize,
-    stricter: usize,
-    version_dependent: usize,
-    divergences: Vec<String>,
-}
-
-/// kubectl's objects (and error) per input file, from one oracle process.
-fn run_oracle(oracle: &Path, dir: &Path, n: usize) -> Vec<(Vec<Value>, Option<String>)> {
-    let out = Command::new(oracle)
-        .arg("-dir")
-        .arg(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", oracle.display()));
-    assert!(
-        out.status.success(),
-        "{} failed: {}",
-        oracle.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut per = vec![(Vec::new(), None); n];
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let file = v["file"].as_str().unwrap();
-        let i: usize = Path::new(file).file_stem().unwrap().to_str().unwrap()[1..]
-            .parse()
-            .unwrap();
-        match v.get("error") {
-            Some(e) => per[i].1 = Some(e.as_str().unwrap().to_string()),
-            None => per[i].0.push(v["object"].clone()),
-        }
-    }
-    per
-}
-
-/// Compares a batch of named inputs with every oracle (many inputs per call).
-fn compare(oracles: &[PathBuf], inputs: &[(String, Vec<u8>)], tally: &mut Tally) {
-    let dir = tempfile::tempdir().unwrap();
-    if let Ok(keep) = std::env::var("NVW_DIFF_KEEP") {
-        for (i, (_, bytes)) in inputs.iter().enumerate() {
-            std::fs::create_dir_all(&keep).unwrap();
-            std::fs::write(Path::new(&keep).join(format!("f{i:06}.yaml")), bytes).unwrap();
-        }
-    }
-    for (i, (_, bytes)) in inputs.iter().enumerate() {
-        std::fs::write(dir.path().join(format!("f{i:06}.yaml")), bytes).unwrap();
-    }
-    let ours: Vec<_> = inputs
-        .iter()
-        .map(|(name, bytes)| decode_like_kubectl(name, bytes))
-        .collect();
-    let all: Vec<_> = oracles
-        .iter()
-        .map(|o| run_oracle(o, dir.path(), inputs.len()))
-        .collect();
-    // Versions may differ; refusing what one of them refuses is no divergence.
-    let refused_by_some: Vec<bool> = (0..inputs.len())
-        .map(|i| all.iter().any(|per| per[i].1.is_some()))
-        .collect();
-    // Objects a release sends without error, to accept another release's refusal.
-    let accepted_by_some: Vec<Option<Vec<Value>>> = (0..inputs.len())
-        .map(|i| {
-            all.iter()
-                .find(|per| per[i].1.is_none())
-                .map(|per| per[i].0.iter().map(drop_null_metadata).collect())
-        })
-        .collect();
-    for (oracle, theirs) in oracles.iter().zip(all) {
-        let which = oracle.file_name().unwrap().to_string_lossy();
-        for (i, ((((name, bytes), ours), (objects, error)), refused_by_some)) in inputs
-            .iter()
-            .zip(&ours)
-            .zip(theirs)
-            .zip(&refused_by_some)
-            .enumerate()
-        {
-            tally.inputs += 1;
-            let show = || String::from_utf8_lossy(&bytes[..bytes.len().min(600)]).into_owned();
-            match (ours, error) {
-                (Err(_), Some(_)) => tally.kubectl_errors += 1,
-                // Another release takes it, and sends exactly what the tool reads.
-                (Ok(got), Some(_))
-                    if accepted_by_some[i].as_ref().is_some_and(|want| {
-                        got.iter().map(|d| drop_null_metadata(&d.object)).eq(want.iter().cloned())
-                    }) =>
-                {
-                    tally.version_dependent += 1
-                }
-                (Ok(got), Some(e)) => tally.divergences.push(format!(
-                    "{name} ({which}): kubectl refuses it ({e}) but the tool accepts {} objects\n{}",
-                    got.len(),
-                    show()
-                )),
-                (Err(e), None)
-                    if *refused_by_some || DELIBERATE.iter().any(|d| e.to_string().contains(d)) =>
-                {
-                    tally.stricter += 1
-                }
-                (Err(e), None) => tally.divergences.push(format!(
-                    "{name} ({which}): the tool refuses it ({e}) but kubectl sends {} objects\n{}",
-                    objects.len(),
-                    show()
-                )),
-                (Ok(got), None) => {
-                    tally.objects += objects.len();
-                    // kubectl drops null metadata fields, and a list item's namespace
-                    // that is empty or not a string; the tool reads these as absent.
-                    let got: Vec<Value> = got.iter().map(|d| drop_null_metadata(&d.object)).collect();
-                    let got: Vec<&Value> = got.iter().collect();
-                    let want: Vec<Value> = objects.iter().map(drop_null_metadata).collect();
-                    let want: Vec<&Value> = want.iter().collect();
-                    if got != want {
-                        let at = got.iter().zip(&want).position(|(a, b)| a != b);
-                        tally.divergences.push(format!(
-                            "{name} ({which}): objects differ (tool {}, kubectl {}; first difference at object {:?})\n tool:    {}\n kubectl: {}\n{}",
-                            got.len(),
-                            want.len(),
-                            at,
-                            at.map_or(String::new(), |i| got[i].to_string()),
-                            at.map_or(String::new(), |i| want[i].to_string()),
-                            show()
-                        ));
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn drop_null_metadata(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.retain(|k, x| {
-            !x.is_null() && (k != "namespace" || x.as_str().is_some_and(|s| !s.is_empty()))
-        });
-    }
-    v
-}
-
-fn manifest_files(root: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-    let mut entries: Vec<_> = std::fs::read_dir(root).unwrap().flatten().collect();
-    entries.sort_by_key(|e| e.path());
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            manifest_files(&p, out);
-        } else if matches!(
-            p.extension().and_then(|x| x.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
-            out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
-        }
-    }
-}
-
-fn report(what: &str, t: &Tally) {
-    eprintln!(
-        "differential {what}: {} input comparisons, {} objects equal, {} refused by both, {} refused only by the tool (deliberately stricter), {} refused by one kubectl release only, {} divergences",
-        t.inputs,
-        t.objects,
-        t.kubectl_errors,
-        t.stricter,
-        t.version_dependent,
-        t.divergences.len()
-    );
-    assert!(
-        t.divergences.is_empty(),
-        "{} divergences from kubectl:\n\n{}",
-        t.divergences.len(),
-        t.divergences.join("\n\n")
-    );
-}
 
 /// Each class of divergence found (and fixed) by this test, as a small input.
 pub const CLASSES: &[(&str, &str)] = &[
@@ -251,6 +52,17 @@ pub const CLASSES: &[(&str, &str)] = &[
     ("item with only kind", "apiVersion: v1\nkind: ConfigMapList\nitems:\n- {kind: Secret, metadata: {name: c}}\n"),
     ("merge-only root", "<<: {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {serviceAccountName: nvcf-worker-r}}\n"),
     ("alias key with text <<", "a: &m <<\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  *m : {automountServiceAccountToken: true}\n"),
+    // Found by feeding the hostile inputs to the oracle: go-yaml v2 decodes a key by
+    // YAML 1.1 (bool, int, float, null) and sigs.k8s.io/yaml formats it as a string;
+    // a null key does not decode.
+    ("null key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  ~: a\n"),
+    ("Null key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  Null: a\n"),
+    ("empty key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  ? \n  : a\n"),
+    ("YAML 1.1 keys", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  yes: a\n  0777: b\n  1.50: c\n  0x1F: d\n  2001-12-14: e\n  1e3: g\n  -0: h\n  +12: i\n  0b101: j\n  'no': m\n"),
+    ("keys equal once decoded", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  1e3: a\n  1_000: b\n"),
+    ("merged key equal once decoded", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  <<: {yes: a}\n  'true': b\n"),
+    ("inf key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  .inf: f\n"),
+    ("bool key equal to a string key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  yes: a\n  'true': b\n"),
     ("null apiGroup", "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: r}\nrules:\n- apiGroups: [~]\n  resources: [serviceaccounts/token]\n  verbs: [create]\n"),
 ];
 
@@ -370,7 +182,16 @@ fn mutate(rng: &mut Rng, seed: &str) -> String {
         }
         let i = (rng.next() % lines.len() as u64) as usize;
         let indent: String = lines[i].chars().take_while(|c| *c == ' ').collect();
-        match rng.next() % 6 {
+        match rng.next() % 7 {
+            // Replace a key with an ambiguous scalar (keys are read by YAML 1.1 too).
+            6 => {
+                let l = lines[i].clone();
+                let body = l.trim_start_matches(' ').trim_start_matches("- ");
+                if let Some(colon) = body.find(": ") {
+                    let lead = &l[..l.len() - body.len()];
+                    lines[i] = format!("{lead}{}: {}", rng.pick(SCALARS), &body[colon + 2..]);
+                }
+            }
             // Replace a value with an ambiguous scalar.
             0 | 1 => {
                 if let Some(colon) = lines[i].find(": ") {
@@ -459,4 +280,260 @@ fn mutated_inputs_decode_as_kubectl_decodes_them_bounded_fuzz() {
     eprintln!("differential fuzz: seed {seed}, {executions} mutated inputs in {round} rounds of 400, {:?}", start.elapsed());
     tally.divergences.truncate(5);
     report("fuzz", &tally);
+}
+
+/// A no-op exec function that keeps what kpt hands it.
+fn capture_script(dir: &Path, capture: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("capture.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ntee '{}'\n", capture.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// kpt's own annotations on what it hands a function (not in the user's files).
+fn drop_kpt_annotations(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            ann.retain(|k, _| {
+                !k.starts_with("internal.config.kubernetes.io/")
+                    && k != "config.k8s.io/id"
+                    && !matches!(
+                        k.strip_prefix("config.kubernetes.io/"),
+                        Some(
+                            "path"
+                                | "index"
+                                | "id"
+                                | "seqindent"
+                                | "annotations-migration-resource-id"
+                        )
+                    )
+            });
+            if ann.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+        // kpt adds `metadata` to hold its annotations where a file had none.
+        if meta.is_empty() {
+            v.as_object_mut().unwrap().remove("metadata");
+        }
+    }
+    v
+}
+
+/// The items of a ResourceList as the KRM function reads them (validator and
+/// transformer alike): the view the guard judges under kpt.
+fn krm_view(bytes: &[u8]) -> Vec<(String, Value)> {
+    use kubectl_nvcf_worker::manifest::batch::{Batch, Source, SourceKind};
+    use kubectl_nvcf_worker::manifest::read::default_list_items;
+    let mut docs = kubectl_nvcf_worker::manifest::parse_stream(bytes)
+        .unwrap_or_else(|e| panic!("the ResourceList kpt built does not parse: {e:?}"));
+    for d in docs.iter_mut() {
+        default_list_items(d, SourceKind::ResourceList);
+    }
+    let batch = Batch::new(vec![Source {
+        name: "<stdin>".into(),
+        kind: SourceKind::ResourceList,
+        docs,
+    }]);
+    batch
+        .objects()
+        .iter()
+        .map(|o| {
+            // Objects inside an item (its `items`) belong to the item's file.
+            let item = o.addr.item.and_then(|i| {
+                batch.sources[0].docs[0]
+                    .view()
+                    .get("items")?
+                    .items()?
+                    .get(i)
+            });
+            let path = item
+                .and_then(|i| {
+                    i.str_at(&[
+                        "metadata",
+                        "annotations",
+                        "internal.config.kubernetes.io/path",
+                    ])
+                })
+                .unwrap_or_default()
+                .to_string();
+            (path, kubectl_nvcf_worker::manifest::to_json(o.node))
+        })
+        .collect()
+}
+
+/// What kpt hands a function (real `kpt fn eval --exec`, kyaml's reading and
+/// writing, merge keys as `!!merge <<`) is read by the KRM function exactly as
+/// kubectl reads those items once kpt writes them back; and where kpt's round trip
+/// changes what kubectl would read from the original files, the test says so.
+#[test]
+fn what_kpt_hands_a_function_is_read_as_kubectl_reads_it() {
+    let oracles = oracles();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut inputs = class_inputs();
+    manifest_files(&root.join("examples"), &mut inputs);
+    manifest_files(&root.join("tests/fixtures"), &mut inputs);
+    manifest_files(&root.join("../shared/corpus/real"), &mut inputs);
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = tmp.path().join("pkg");
+    std::fs::create_dir(&pkg).unwrap();
+    // Files the tool refuses (as kubectl does, or deliberately) cannot be applied
+    // through it either way; the rest go to kpt.
+    let mut names = Vec::new();
+    let mut refused_by_tool = 0;
+    for (i, (name, bytes)) in inputs.iter().enumerate() {
+        let ext = if name.ends_with(".json") {
+            "json"
+        } else {
+            "yaml"
+        };
+        let file = format!("f{i:06}.{ext}");
+        if decode_like_kubectl(name, bytes).is_ok() {
+            std::fs::write(pkg.join(&file), bytes).unwrap();
+        } else {
+            refused_by_tool += 1;
+        }
+        names.push(file);
+    }
+    let capture = tmp.path().join("captured.yaml");
+    let script = capture_script(tmp.path(), &capture);
+    // kpt refuses a package with a file it cannot read as KRM resources, naming
+    // it (or not: then each file is tried alone): such files never reach a
+    // function; leave them out.
+    let kpt = |dir: &Path| {
+        let _ = std::fs::remove_file(&capture);
+        let out = Command::new("kpt")
+            .args(["fn", "eval"])
+            .arg(dir)
+            .arg("--exec")
+            .arg(&script)
+            .output()
+            .expect("kpt is on PATH (the image has kpt 1.0)");
+        if out.status.success() && capture.exists() {
+            return Ok(());
+        }
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    let mut refused_by_kpt = Vec::new();
+    let alone = tmp.path().join("alone");
+    while let Err(said) = kpt(&pkg) {
+        let named = names
+            .iter()
+            .find(|n| said.contains(n.as_str()) && pkg.join(n).exists())
+            .cloned();
+        eprintln!("kpt refuses the package: {said}");
+        let bad: Vec<String> = match named {
+            Some(n) => vec![n],
+            None => names
+                .iter()
+                .filter(|n| pkg.join(n).exists())
+                .filter(|n| {
+                    let _ = std::fs::remove_dir_all(&alone);
+                    std::fs::create_dir(&alone).unwrap();
+                    std::fs::copy(pkg.join(n), alone.join(n)).unwrap();
+                    kpt(&alone).is_err()
+                })
+                .cloned()
+                .collect(),
+        };
+        assert!(!bad.is_empty(), "kpt fails, but on no file alone:\n{said}");
+        for n in bad {
+            std::fs::remove_file(pkg.join(&n)).unwrap();
+            refused_by_kpt.push(n);
+        }
+        assert!(refused_by_kpt.len() < 100, "kpt refuses too much: {said}");
+    }
+    let captured = std::fs::read(&capture).unwrap();
+    let ours: Vec<(String, Value)> = krm_view(&captured);
+    let handed = |name: &str| -> Vec<Value> {
+        ours.iter()
+            .filter(|(path, _)| path == name)
+            .map(|(_, o)| oracle::drop_null_metadata(&drop_kpt_annotations(o)))
+            .collect()
+    };
+    // kpt writes the function's output back into the files, and kubectl applies
+    // those: the function must read each item as kubectl reads it there.
+    let mut tally = Tally::default();
+    for o in &oracles {
+        let written = oracle::run_oracle(o, &pkg, names.len());
+        for (i, name) in names.iter().enumerate() {
+            if !pkg.join(name).exists() {
+                continue;
+            }
+            tally.inputs += 1;
+            let (theirs, error) = &written[i];
+            if let Some(e) = error {
+                tally.divergences.push(format!(
+                    "{} ({name}, {}): kubectl refuses the file kpt wrote back ({e}); the function read {} items",
+                    inputs[i].0,
+                    o.display(),
+                    handed(name).len()
+                ));
+                continue;
+            }
+            let theirs: Vec<Value> = theirs.iter().map(oracle::drop_null_metadata).collect();
+            tally.objects += theirs.len();
+            let got = handed(name);
+            if got != theirs {
+                let at = got.iter().zip(&theirs).position(|(a, b)| a != b);
+                tally.divergences.push(format!(
+                    "{} ({name}, {}): the KRM function reads {} items, kubectl {} from the file kpt wrote; first difference at {at:?}\n tool:    {}\n kubectl: {}",
+                    inputs[i].0,
+                    o.display(),
+                    got.len(),
+                    theirs.len(),
+                    at.map_or(String::new(), |i| got[i].to_string()),
+                    at.map_or(String::new(), |i| theirs[i].to_string()),
+                ));
+            }
+        }
+    }
+    // Where kpt's round trip changes what kubectl reads from the original file.
+    let originals = oracle::run_oracle(
+        &oracles[0],
+        &pkg_originals(&inputs, &names, tmp.path()),
+        names.len(),
+    );
+    let mut kpt_changes = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        if !pkg.join(name).exists() || originals[i].1.is_some() {
+            continue;
+        }
+        let file: Vec<Value> = originals[i]
+            .0
+            .iter()
+            .map(oracle::drop_null_metadata)
+            .collect();
+        if handed(name) != file {
+            kpt_changes.push(format!("{} ({})", inputs[i].0, name));
+        }
+    }
+    eprintln!(
+        "kpt view: {} files, {} refused by the tool, {} refused by kpt, {} items handed to the function, {} file comparisons with kubectl's reading of what kpt wrote back, {} objects equal; kpt's round trip changes kubectl's reading of {} original files: {:?}",
+        names.len(),
+        refused_by_tool,
+        refused_by_kpt.len(),
+        ours.len(),
+        tally.inputs,
+        tally.objects,
+        kpt_changes.len(),
+        kpt_changes
+    );
+    report("kpt view", &tally);
+}
+
+/// The original files, untouched by kpt (which rewrites the package it evaluates).
+fn pkg_originals(inputs: &[(String, Vec<u8>)], names: &[String], tmp: &Path) -> PathBuf {
+    let dir = tmp.join("originals");
+    std::fs::create_dir_all(&dir).unwrap();
+    for ((_, bytes), name) in inputs.iter().zip(names) {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    dir
 }

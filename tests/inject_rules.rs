@@ -627,12 +627,15 @@ fn json_input_gives_json_compatible_output() {
     let stream = format!("{pod}\n---\n{svc}\n");
     let out = inject(&stream, &[]);
     out.ok();
-    // Every document of the output is one line of JSON after its `---` marker.
+    // Every document of the output is one line of JSON on the line after its `---`
+    // marker (kubectl refuses anything but a comment after `---` on its line).
     let mut parsed = Vec::new();
-    for line in out.stdout.lines() {
-        let body = line.strip_prefix("--- ").unwrap_or_else(|| {
-            panic!("each JSON document stays on its `---` line: {line:?}\n{out}")
-        });
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    for pair in lines.chunks(2) {
+        assert_eq!(pair[0], "---", "a marker line of its own\n{out}");
+        let body = pair
+            .get(1)
+            .unwrap_or_else(|| panic!("a document after the marker\n{out}"));
         parsed.push(
             serde_json::from_str::<Value>(body)
                 .unwrap_or_else(|e| panic!("document is JSON ({e}): {body}")),

@@ -7,6 +7,9 @@
 //! cases, one forged `nvcf-worker-*` reference somewhere. The stream is written as
 //! YAML text by this file (not by the tool), then read back through the library.
 
+#[path = "support/oracle.rs"]
+mod oracle;
+
 use std::collections::{BTreeMap, HashSet};
 
 use kubectl_nvcf_worker::commands::{render_json, render_stream};
@@ -1366,4 +1369,33 @@ fn generator_covers_every_kind_selection_and_forgery() {
     }
     assert_eq!(kinds.len(), KINDS.len(), "{kinds:?}");
     assert!(selected > 20 && pre > 5 && listed > 20 && flow > 20 && forged == 64);
+}
+
+/// The generated streams (clean, forged, and what inject made of the clean ones) are
+/// read as kubectl's own decoder reads them: the differential test over this
+/// generator's output.
+#[test]
+fn generated_streams_decode_as_kubectl_decodes_them() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut inputs = Vec::new();
+    for i in 0..96 {
+        let forged = i % 2 == 1;
+        let spec = stream_spec(forged).new_tree(&mut runner).unwrap().current();
+        let text = render(&spec, true);
+        if !forged {
+            let mut b = load_batch(text.as_bytes());
+            let outcome = inject::inject(&mut b, &config(spec.include_init));
+            assert!(!outcome.has_errors(), "{:?}", outcome.findings);
+            inputs.push((format!("generated stream {i}, injected"), render_stream(&b)));
+        }
+        inputs.push((format!("generated stream {i}"), text.into_bytes()));
+    }
+    let mut tally = oracle::Tally::default();
+    oracle::compare(&oracle::oracles(), &inputs, &mut tally);
+    oracle::report("generated streams", &tally);
+    assert!(
+        tally.objects > 1000,
+        "too few objects compared: {}",
+        tally.objects
+    );
 }

@@ -139,6 +139,35 @@ impl<'w> YamlWriter<'w> {
     }
 }
 
+/// kubectl splits a stream at lines starting `---` and refuses one with anything but
+/// a comment after the marker; libyaml writes a flow (or tagged, anchored) root on the
+/// marker's line (`--- {a: 1}`). Such a marker line is split in two, meaning unchanged.
+pub fn markers_on_their_own_line(out: &mut Vec<u8>) {
+    let at_marker = |out: &[u8], i: usize| {
+        (i == 0 || out[i - 1] == b'\n')
+            && out[i..].starts_with(b"--- ")
+            && matches!(
+                out.get(i + 4),
+                Some(b'{' | b'[' | b'&' | b'!' | b'\'' | b'"')
+            )
+    };
+    if !(0..out.len()).any(|i| at_marker(out, i)) {
+        return;
+    }
+    let mut fixed = Vec::with_capacity(out.len() + 16);
+    let mut i = 0;
+    while i < out.len() {
+        if at_marker(out, i) {
+            fixed.extend_from_slice(b"---\n");
+            i += 4;
+        } else {
+            fixed.push(out[i]);
+            i += 1;
+        }
+    }
+    *out = fixed;
+}
+
 /// Documents as one YAML stream.
 pub fn to_yaml<'a>(docs: impl IntoIterator<Item = &'a Document>) -> Vec<u8> {
     let mut out = Vec::new();
@@ -147,6 +176,7 @@ pub fn to_yaml<'a>(docs: impl IntoIterator<Item = &'a Document>) -> Vec<u8> {
         w.document(d);
     }
     w.finish();
+    markers_on_their_own_line(&mut out);
     out
 }
 
@@ -186,18 +216,10 @@ pub fn to_json(n: &Node) -> serde_json::Value {
     }
 }
 
-/// A mapping key as sigs.k8s.io/yaml turns it into a JSON key: YAML 1.1 resolution
-/// first (`on` is the bool true, `0777` the int 511), then the value's string form.
 fn key_string(k: &Node) -> String {
-    let Value::Scalar(s) = &k.value else {
-        return String::new();
-    };
-    match resolve(s, k.tag()) {
-        Resolved::Bool(b) => b.to_string(),
-        Resolved::Int(i) => i.to_string(),
-        Resolved::UInt(u) => u.to_string(),
-        Resolved::Float(f) if f.is_finite() => f.to_string(),
-        _ => s.text.to_string(),
+    match &k.value {
+        Value::Scalar(s) => super::scalar::json_key(s, k.tag()).into_owned(),
+        _ => String::new(),
     }
 }
 

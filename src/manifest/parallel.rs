@@ -74,6 +74,7 @@ fn shift_lines(n: &mut Node, by: u32) {
 /// `parse_stream`, on every core for large input; the same result either way.
 pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> {
     json_stream_problem(input)?;
+    separator_problem(input)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || input.len() < 2 * CHUNK {
         return parse_stream(input);
@@ -129,6 +130,41 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
         }
     }
     Ok(docs)
+}
+
+/// kubectl cuts a YAML stream into documents line by line (apimachinery's
+/// YAMLReader), before any YAML parser sees it: a line starting `---` followed by
+/// anything but blanks or a comment (`--- {a: 1}`, `----`) is "invalid Yaml document
+/// separator" there, however a YAML parser would read it. Refused the same way.
+pub fn separator_problem(input: &[u8]) -> Result<(), ParseError> {
+    let body = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return Ok(()); // read as JSON, not split
+    }
+    let (mut markers, mut content) = (0usize, false);
+    for (n, line) in input.split(|&b| b == b'\n').enumerate() {
+        let Some(rest) = line.strip_prefix(b"---") else {
+            content |= !line.trim_ascii().is_empty();
+            continue;
+        };
+        let rest = rest.trim_ascii();
+        if !rest.is_empty() && rest[0] != b'#' {
+            return Err(ParseError {
+                index: markers,
+                error: YamlError::Syntax {
+                    problem: format!(
+                        "invalid document separator `--- {}`: kubectl allows only a comment after `---`; put the content on the next line",
+                        String::from_utf8_lossy(&rest[..rest.len().min(40)])
+                    ),
+                    line: n as u32 + 1,
+                    column: 1,
+                },
+            });
+        }
+        markers += usize::from(content);
+        content = false;
+    }
+    Ok(())
 }
 
 /// kubectl reads a file whose first character is `{` as JSON (apimachinery's

@@ -45,6 +45,8 @@ pub enum YamlError {
         "a mapping or list used as a mapping key (line {line}); kubectl accepts only scalar keys"
     )]
     ComplexKey { line: u32 },
+    #[error("a null mapping key (`~`, `null` or empty) (line {line}); kubectl cannot turn it into a JSON string and refuses the document")]
+    NullKey { line: u32 },
     #[error("merge key `<<` must merge a mapping or a list of mappings (line {line})")]
     BadMerge { line: u32 },
     #[error("key {key:?} (line {line}) is set before a merge key `<<` that sets it too; YAML decoders disagree on which wins, so it is refused")]
@@ -69,6 +71,7 @@ impl YamlError {
             | YamlError::UnknownAnchor { line, .. }
             | YamlError::BadMerge { line }
             | YamlError::ComplexKey { line }
+            | YamlError::NullKey { line }
             | YamlError::AmbiguousMerge { line, .. }
             | YamlError::BadBinary { line, .. }
             | YamlError::Number { line, .. } => *line,
@@ -392,6 +395,11 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
             Some(frame) => match &mut frame.node.value {
                 Value::Seq { .. } => scratch_items.push(complete),
                 Value::Map { .. } => match frame.key.take() {
+                    None if complete.is_null() => {
+                        return Err(fail(YamlError::NullKey {
+                            line: complete.line,
+                        }))
+                    }
                     None => frame.key = Some(complete),
                     Some(key) => scratch_entries.push((key, complete)),
                 },
@@ -502,18 +510,21 @@ fn decode_binary(text: &str, line: u32) -> Result<String, YamlError> {
     })
 }
 
-/// Key identity as Kubernetes sees it: every key becomes a JSON string of its text.
-fn key_text(k: &Node) -> Option<&str> {
-    k.text()
+/// Key identity as Kubernetes sees it: every key becomes a JSON string, after YAML 1.1
+/// resolution (`yes` and `'true'` are the same key to kubectl).
+fn key_text(k: &Node) -> Option<std::borrow::Cow<'_, str>> {
+    k.as_scalar().map(|s| super::scalar::json_key(s, k.tag()))
 }
 
 fn check_duplicate_keys(entries: &[(Node, Node)]) -> Result<(), YamlError> {
     let dup = |k: &Node, first: &Node| YamlError::DuplicateKey {
-        key: key_text(k).unwrap_or("").to_string(),
+        key: key_text(k).unwrap_or_default().into_owned(),
         line: k.line,
         first_line: first.line,
     };
-    let keyed = |k: &Node| key_text(k).is_some() && !is_merge_key(k);
+    // Two merge keys are refused too: kubectl takes the last, kpt writes both back as
+    // the first, so a function would judge what is not applied.
+    let keyed = |k: &Node| key_text(k).is_some();
     if entries.len() <= 16 {
         for (i, (k, _)) in entries.iter().enumerate() {
             if !keyed(k) {
@@ -527,7 +538,8 @@ fn check_duplicate_keys(entries: &[(Node, Node)]) -> Result<(), YamlError> {
             }
         }
     } else {
-        let mut seen: HashMap<&str, &Node> = HashMap::with_capacity(entries.len());
+        let mut seen: HashMap<std::borrow::Cow<'_, str>, &Node> =
+            HashMap::with_capacity(entries.len());
         for (k, _) in entries.iter().filter(|(k, _)| keyed(k)) {
             if let Some(first) = seen.insert(key_text(k).unwrap(), k) {
                 return Err(dup(k, first));
@@ -628,16 +640,25 @@ fn expand(
             // merge override it; inside a list of merged maps the first one wins.
             let mut out: Vec<(Node, Node)> = Vec::with_capacity(entries.len());
             let mut explicit: Vec<usize> = Vec::new();
-            let set = |out: &mut Vec<(Node, Node)>, k: Node, v: Node| -> usize {
-                match out.iter().position(|(o, _)| o.text() == k.text()) {
-                    Some(i) => {
-                        out[i].1 = v;
-                        i
-                    }
-                    None => {
-                        out.push((k, v));
-                        out.len() - 1
-                    }
+            // Keys are compared as kubectl's JSON keys; two keys written differently
+            // that meet there (`yes` merged, `'true'` explicit) are different keys to
+            // go-yaml, and which one kubectl sends is left to Go's map order: refused.
+            let set = |out: &mut Vec<(Node, Node)>, k: Node, v: Node| match out
+                .iter()
+                .position(|(o, _)| key_text(o) == key_text(&k))
+            {
+                Some(i) if out[i].0.text() != k.text() => Err(YamlError::DuplicateKey {
+                    key: key_text(&k).unwrap_or_default().into_owned(),
+                    line: k.line,
+                    first_line: out[i].0.line,
+                }),
+                Some(i) => {
+                    out[i].1 = v;
+                    Ok(i)
+                }
+                None => {
+                    out.push((k, v));
+                    Ok(out.len() - 1)
                 }
             };
             for (k, v) in entries {
@@ -654,15 +675,16 @@ fn expand(
                         for (mk, mv) in src.entries().unwrap_or(&[]) {
                             // An explicit key before the merge that sets it: YAML 1.2
                             // readers keep the explicit value, go-yaml v2 the merged one.
-                            if let Some(&i) =
-                                explicit.iter().find(|&&i| out[i].0.text() == mk.text())
+                            if let Some(&i) = explicit
+                                .iter()
+                                .find(|&&i| key_text(&out[i].0) == key_text(mk))
                             {
                                 return Err(YamlError::AmbiguousMerge {
                                     key: out[i].0.text().unwrap_or("").into(),
                                     line: out[i].0.line,
                                 });
                             }
-                            set(&mut out, mk.clone(), mv.clone());
+                            set(&mut out, mk.clone(), mv.clone())?;
                         }
                     }
                 } else {
@@ -674,6 +696,9 @@ fn expand(
                     if !matches!(key.value, Value::Scalar(_)) {
                         return Err(YamlError::ComplexKey { line: k.line });
                     }
+                    if key.is_null() {
+                        return Err(YamlError::NullKey { line: k.line });
+                    }
                     let v = expand(v, anchors, budget, depth + 1)?;
                     // An alias whose anchor is the scalar `<<` is an ordinary key;
                     // quoted, it stays one when an edited document is written out.
@@ -684,14 +709,17 @@ fn expand(
                         key.props = None;
                     }
                     // Keys that differ as written may be equal once decoded (`!!binary`).
-                    if let Some(&i) = explicit.iter().find(|&&i| out[i].0.text() == key.text()) {
+                    if let Some(&i) = explicit
+                        .iter()
+                        .find(|&&i| key_text(&out[i].0) == key_text(&key))
+                    {
                         return Err(YamlError::DuplicateKey {
-                            key: key.text().unwrap_or("").into(),
+                            key: key_text(&key).unwrap_or_default().into_owned(),
                             line: key.line,
                             first_line: out[i].0.line,
                         });
                     }
-                    let i = set(&mut out, key, v);
+                    let i = set(&mut out, key, v)?;
                     explicit.push(i);
                 }
             }

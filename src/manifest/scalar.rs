@@ -66,6 +66,90 @@ pub fn resolve(s: &Scalar, tag: Option<&str>) -> Resolved {
     }
 }
 
+/// A mapping key as sigs.k8s.io/yaml turns it into a JSON key: YAML 1.1 resolution
+/// first (`on` is the bool true, `0777` the int 511), then the value's string form.
+/// Keys written differently may so become equal (`yes` and `'true'`).
+pub fn json_key<'a>(s: &'a Scalar, tag: Option<&str>) -> std::borrow::Cow<'a, str> {
+    use std::borrow::Cow;
+    match resolve(s, tag) {
+        Resolved::Bool(b) => Cow::Owned(b.to_string()),
+        Resolved::Int(i) => Cow::Owned(i.to_string()),
+        Resolved::UInt(u) => Cow::Owned(u.to_string()),
+        Resolved::Float(f) => Cow::Owned(go_float_key(f)),
+        _ => Cow::Borrowed(s.text.as_str()),
+    }
+}
+
+/// `strconv.FormatFloat(f, 'g', -1, 32)` with YAML's names for the infinities, as
+/// sigs.k8s.io/yaml writes a float key: float32 precision, so `685230.15` becomes
+/// `685230.1`, and `1e7` stays `1e+07`.
+fn go_float_key(f: f64) -> String {
+    if f.is_nan() {
+        return ".nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { ".inf" } else { "-.inf" }.into();
+    }
+    let x = f as f32;
+    if x.is_infinite() {
+        return if x > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // Rust's `{:e}` gives the shortest digits that read back as the same f32.
+    let e = format!("{:e}", x.abs());
+    let (mantissa, exp) = e.split_once('e').expect("exponent form");
+    let exp: i32 = exp.parse().expect("an exponent");
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if x < 0.0 { "-" } else { "" };
+    if !(-4..6).contains(&exp) {
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{dot}{rest}e{esign}{:02}", exp.abs());
+    }
+    let point = exp + 1; // digits before the decimal point
+    let out = if point <= 0 {
+        format!("0.{}{digits}", "0".repeat((-point) as usize))
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        let (a, b) = digits.split_at(point as usize);
+        format!("{a}.{b}")
+    };
+    format!("{sign}{out}")
+}
+
+#[cfg(test)]
+mod go_float_tests {
+    use super::go_float_key;
+
+    /// Expected strings from Go's strconv.FormatFloat(f, 'g', -1, 32).
+    #[test]
+    fn float_keys_are_written_as_go_writes_them() {
+        for (f, want) in [
+            (1000.0, "1000"),
+            (1000.5, "1000.5"),
+            (685230.15, "685230.1"),
+            (1e7, "1e+07"),
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (0.5, "0.5"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-2.5, "-2.5"),
+            (1.0, "1"),
+            (0.1, "0.1"),
+            (f64::INFINITY, ".inf"),
+            (f64::NEG_INFINITY, "-.inf"),
+            (1e300, "+Inf"),
+        ] {
+            assert_eq!(go_float_key(f), want, "{f}");
+        }
+    }
+}
+
 /// go-yaml v2's resolution of an untagged plain scalar.
 pub fn resolve_plain(text: &str) -> Resolved {
     match text {
