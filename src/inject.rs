@@ -538,7 +538,7 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec) {
             apply_pod_spec(spec, p, token);
         }
         if !trio_nodes.is_empty() {
-            batch.insert_after(p.addr, trio_nodes);
+            batch.insert_before(p.addr, trio_nodes);
         }
     }
     batch.commit_inserts();

@@ -48,8 +48,9 @@ pub struct Source {
 #[derive(Debug, Default)]
 pub struct Batch {
     pub sources: Vec<Source>,
-    /// Objects to add after an object, in order, applied by `commit_inserts`.
-    inserts: Vec<(Addr, Vec<Node>)>,
+    /// Objects to add next to an object (before it when true), in order, applied
+    /// by `commit_inserts`.
+    inserts: Vec<(Addr, bool, Vec<Node>)>,
 }
 
 /// An object with its address and where to report it.
@@ -213,29 +214,37 @@ impl Batch {
     /// Queues objects to follow the object at `after` (in its `items`, or as new
     /// documents after its document).
     pub fn insert_after(&mut self, after: Addr, nodes: Vec<Node>) {
-        self.inserts.push((after, nodes));
+        self.inserts.push((after, false, nodes));
+    }
+
+    /// Queues objects to precede the object at `before` (in its `items`, or as new
+    /// documents before its document): what an object needs to exist first (a Pod's
+    /// ServiceAccount) comes first in what `kubectl apply` creates.
+    pub fn insert_before(&mut self, before: Addr, nodes: Vec<Node>) {
+        self.inserts.push((before, true, nodes));
     }
 
     /// Applies queued inserts; addresses taken before are invalid afterwards.
     pub fn commit_inserts(&mut self) {
         let mut inserts = std::mem::take(&mut self.inserts);
         // From the back, so earlier positions stay valid while inserting.
-        inserts.sort_by_key(|(addr, _)| std::cmp::Reverse(*addr));
-        for (addr, nodes) in inserts {
+        inserts.sort_by_key(|(addr, _, _)| std::cmp::Reverse(*addr));
+        for (addr, before, nodes) in inserts {
             let source = &mut self.sources[addr.source];
+            let at = |i: usize| if before { i } else { i + 1 };
             match (addr.item, addr.sub) {
                 (Some(i), None) => {
                     let items = list_items_mut(source.docs[addr.doc].edit());
-                    items.splice(i + 1..i + 1, nodes);
+                    items.splice(at(i)..at(i), nodes);
                 }
                 (Some(i), Some(sub)) => {
                     let items =
                         list_items_mut(&mut list_items_mut(source.docs[addr.doc].edit())[i]);
-                    items.splice(sub + 1..sub + 1, nodes);
+                    items.splice(at(sub)..at(sub), nodes);
                 }
                 (None, _) => {
                     let docs = nodes.into_iter().map(Document::new);
-                    source.docs.splice(addr.doc + 1..addr.doc + 1, docs);
+                    source.docs.splice(at(addr.doc)..at(addr.doc), docs);
                 }
             }
         }
