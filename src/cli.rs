@@ -134,6 +134,8 @@ pub struct InjectArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: StreamFormat,
+    #[command(flatten)]
+    pub write: commands::WriteArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -147,6 +149,8 @@ pub struct UninjectArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: StreamFormat,
+    #[command(flatten)]
+    pub write: commands::WriteArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -386,11 +390,11 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 ));
             }
             let paths = paths_or_stdin(args.files.clone(), &args.paths, "inject")?;
-            commands::inject(&paths, &cfg, args.output, stdout, stderr)
+            commands::inject_to(&paths, &cfg, args.output, args.write, stdout, stderr)
         }
         Some(Command::Uninject(args)) => {
             let paths = paths_or_stdin(args.files, &args.paths, "uninject")?;
-            commands::uninject(&paths, args.output, stdout, stderr)
+            commands::uninject(&paths, args.output, args.write, stdout, stderr)
         }
         Some(Command::Validate(args)) => commands::validate(
             &paths_or_stdin(args.paths, &args.files, "validate")?,

@@ -9,7 +9,7 @@ use crate::inject;
 use crate::manifest::batch::is_list;
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::read::{self, default_list_items, item_problems, object_problem, Input};
-use crate::manifest::{to_json, Node, YamlWriter};
+use crate::manifest::{splice, to_json, Node, YamlWriter};
 use crate::report::{self, Finding, Location, Severity};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -79,10 +79,50 @@ fn emit_chunk(docs: &[&crate::manifest::Document], last_chunk: bool) -> Vec<u8> 
     out
 }
 
-/// Writes every non-empty document of the batch as one YAML stream. Large batches
-/// are emitted on every core, chunk by chunk, and written in order as chunks finish,
-/// so the output is never held whole in memory.
+/// Writes the batch as one YAML stream: each source's documents as read, with edits
+/// spliced in (see `manifest::splice`); sources one after the other, separated by
+/// `---` where the next one does not start with it.
 pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
+    if batch
+        .sources
+        .iter()
+        .all(|s| s.docs.iter().all(|d| d.text.is_none()))
+    {
+        return emit_stream(batch, out);
+    }
+    let mut ends_line = true;
+    let mut any = false;
+    for source in &batch.sources {
+        let bytes = render_source(&source.docs);
+        if bytes.is_empty() {
+            continue;
+        }
+        if any {
+            if !ends_line {
+                out.write_all(b"\n")?;
+            }
+            if !splice::starts_explicitly(&source.docs) {
+                out.write_all(b"---\n")?;
+            }
+        }
+        out.write_all(&bytes)?;
+        ends_line = bytes.ends_with(b"\n");
+        any = true;
+    }
+    Ok(())
+}
+
+/// One source's documents as its new file content.
+pub fn render_source(docs: &[crate::manifest::Document]) -> Vec<u8> {
+    let mut out = Vec::new();
+    splice::write_docs(docs, &mut out);
+    out
+}
+
+/// Writes every non-empty document of a batch built in memory (no source text)
+/// anew. Large batches are emitted on every core, chunk by chunk, and written in
+/// order as chunks finish, so the output is never held whole in memory.
+fn emit_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let docs: Vec<&crate::manifest::Document> = batch
         .sources
@@ -145,6 +185,156 @@ pub fn render_json(batch: &Batch) -> Vec<u8> {
     out
 }
 
+/// Where a transformed stream goes; shared by the commands that edit manifests.
+#[derive(clap::Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteArgs {
+    /// Rewrite the input files instead of printing them: all files or none (each is
+    /// written beside and renamed over, permissions kept); stdin cannot be rewritten.
+    #[arg(short = 'i', long = "in-place", conflicts_with = "diff")]
+    pub in_place: bool,
+    /// Print a unified diff of what would change instead of the stream.
+    #[arg(long)]
+    pub diff: bool,
+}
+
+impl WriteArgs {
+    /// Whether the output is the files themselves (all their documents kept).
+    pub fn to_files(&self) -> bool {
+        self.in_place || self.diff
+    }
+
+    /// Refuses combinations that cannot work, before anything is read.
+    pub fn check(&self, paths: &[String], format: StreamFormat) -> Result<()> {
+        if self.to_files() && format == StreamFormat::Json {
+            return Err(Error::Usage(
+                "-o json prints objects; --in-place and --diff keep the files as YAML: drop -o json".into(),
+            ));
+        }
+        if self.in_place && paths.iter().any(|p| p == "-") {
+            return Err(Error::Usage(
+                "--in-place rewrites files; stdin has none: name files or directories, or print the stream".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The bytes each source was read from, to compare the edited files with.
+pub fn originals(batch: &Batch) -> Vec<Option<std::sync::Arc<Vec<u8>>>> {
+    batch
+        .sources
+        .iter()
+        .map(|s| s.docs.iter().find_map(|d| d.text.clone()))
+        .collect()
+}
+
+/// Writes an edited batch where `write` says: the stream on stdout, a unified diff
+/// on stdout, or back into the files. `originals` are the sources' bytes as read
+/// (from `originals`, taken before editing). Returns how many files changed.
+pub fn write_edited(
+    batch: &Batch,
+    originals: &[Option<std::sync::Arc<Vec<u8>>>],
+    write: WriteArgs,
+    stdout: &mut dyn Write,
+) -> Result<usize> {
+    if !write.to_files() {
+        write_stream(batch, stdout).map_err(write_err)?;
+        return Ok(0);
+    }
+    let mut changed = Vec::new();
+    for (source, original) in batch.sources.iter().zip(originals) {
+        let Some(original) = original else { continue };
+        let bytes = render_source(&source.docs);
+        if bytes != **original {
+            changed.push((source.name.as_str(), original.as_slice(), bytes));
+        }
+    }
+    if write.diff {
+        for (name, old, new) in &changed {
+            let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+            let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+            let text = diff
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string();
+            stdout.write_all(text.as_bytes()).map_err(write_err)?;
+        }
+    } else {
+        let files: Vec<(&str, &[u8])> = changed.iter().map(|(n, _, b)| (*n, &b[..])).collect();
+        replace_files(&files)?;
+    }
+    Ok(changed.len())
+}
+
+/// Replaces every file or none: each new content is written to a temporary file
+/// beside its target (same directory, so the rename cannot cross file systems),
+/// with the target's permissions, and only when all are written are they renamed
+/// over their targets. On a failure before the renames, the temporary files are
+/// removed and no file has changed.
+pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
+    let mut temps: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
+    let cleanup = |temps: &[(std::path::PathBuf, std::path::PathBuf)]| {
+        for (temp, _) in temps {
+            let _ = std::fs::remove_file(temp);
+        }
+    };
+    for (name, bytes) in files {
+        match write_beside(name, bytes) {
+            Ok(pair) => temps.push(pair),
+            Err(e) => {
+                cleanup(&temps);
+                return Err(e);
+            }
+        }
+    }
+    for (i, (temp, target)) in temps.iter().enumerate() {
+        if let Err(e) = std::fs::rename(temp, target) {
+            cleanup(&temps[i..]);
+            let done: Vec<String> = files[..i].iter().map(|(n, _)| n.to_string()).collect();
+            let name = target.display().to_string();
+            return Err(if done.is_empty() {
+                Error::io(name, e)
+            } else {
+                Error::io(format!("{name} (already replaced: {})", done.join(", ")), e)
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a new temporary file beside `name`'s real file (a symlink is
+/// followed, so the link stays a link), returning (temporary, target).
+fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let io = |e| Error::io(name, e);
+    let target = std::fs::canonicalize(name).map_err(io)?;
+    let permissions = std::fs::metadata(&target).map_err(io)?.permissions();
+    let file_name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = target.with_file_name(format!(
+        ".{file_name}.nvcf-worker-{}.tmp",
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(permissions)?;
+        f.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok((temp, target)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(io(e))
+        }
+    }
+}
+
 /// `inject`: transformed stream on stdout, a line per resource on stderr. On any
 /// error nothing is written to stdout, so `inject | kubectl apply -f -` applies
 /// nothing rather than half of it.
@@ -155,35 +345,53 @@ pub fn inject(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<()> {
+    inject_to(paths, cfg, format, WriteArgs::default(), stdout, stderr)
+}
+
+/// `inject` writing where `write` says (see `write_edited`); with --in-place or
+/// --diff, no file is left out (a kpt local-config object stays in its file).
+pub fn inject_to(
+    paths: &[String],
+    cfg: &Config,
+    format: StreamFormat,
+    write: WriteArgs,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<()> {
+    write.check(paths, format)?;
     let cfg_token = cfg.token_spec();
     if cfg.is_psat() {
         cfg_token?;
     }
-    transform(paths, format, stdout, stderr, |batch| {
+    transform(paths, format, write, stdout, stderr, |batch| {
         inject::inject(batch, cfg)
     })
 }
 
-/// `uninject`: the same inputs and outputs as `inject`; takes out what inject added.
+/// `uninject`: the same inputs and outputs as `inject` (--in-place and --diff too);
+/// takes out what inject added.
 pub fn uninject(
     paths: &[String],
     format: StreamFormat,
+    write: WriteArgs,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<()> {
-    transform(paths, format, stdout, stderr, crate::uninject::uninject)
+    write.check(paths, format)?;
+    transform(paths, format, write, stdout, stderr, crate::uninject::uninject)
 }
 
-/// Reads the inputs, transforms them, and writes the stream and the report, or on
-/// any error only the findings.
+/// Reads the inputs, transforms them, and writes the stream (or the files, or a
+/// diff) and the report, or on any error only the findings.
 fn transform(
     paths: &[String],
     format: StreamFormat,
+    write: WriteArgs,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
     op: impl FnOnce(&mut Batch) -> inject::Outcome,
 ) -> Result<()> {
-    let (sources, left_out) = gather_for_inject(paths)?;
+    let (sources, left_out) = gather_for_inject(paths, !write.to_files())?;
     if sources.iter().all(|s| s.docs.iter().all(|d| d.is_empty())) {
         // Bad input, not bad usage: exit 1 like any other input problem. Never an
         // empty output: Helm 4 refuses it, and `kubectl apply` would apply nothing.
@@ -199,6 +407,7 @@ fn transform(
         });
     }
     let mut batch = Batch::new(sources);
+    let originals = originals(&batch);
     let outcome = op(&mut batch);
     for f in &outcome.findings {
         writeln!(stderr, "{}", f.to_text()).map_err(write_err)?;
@@ -216,7 +425,17 @@ fn transform(
         .write_all(inject_report(&outcome.reports, left_out).as_bytes())
         .map_err(write_err)?;
     match format {
-        StreamFormat::Yaml => write_stream(&batch, stdout).map_err(write_err)?,
+        StreamFormat::Yaml => {
+            let changed = write_edited(&batch, &originals, write, stdout)?;
+            if write.in_place {
+                writeln!(
+                    stderr,
+                    "{changed} {} rewritten",
+                    if changed == 1 { "file" } else { "files" }
+                )
+                .map_err(write_err)?;
+            }
+        }
         StreamFormat::Json => stdout.write_all(&render_json(&batch)).map_err(write_err)?,
     }
     release(batch);
@@ -300,7 +519,7 @@ fn is_kustomization(path: &std::path::Path) -> bool {
 /// files and objects marked `config.kubernetes.io/local-config: "true"` are left
 /// out (the output feeds `kubectl apply`); a file named on its own, or stdin, is
 /// taken whole. Returns the sources and how many files and objects were left out.
-fn gather_for_inject(paths: &[String]) -> Result<(Vec<Source>, usize)> {
+fn gather_for_inject(paths: &[String], leave_out_local: bool) -> Result<(Vec<Source>, usize)> {
     let mut sources = Vec::new();
     let mut left_out = 0;
     for p in paths {
@@ -313,7 +532,7 @@ fn gather_for_inject(paths: &[String]) -> Result<(Vec<Source>, usize)> {
             let input = read::read_input(file)?;
             let hint = looks_like_template(&input.bytes);
             let mut source = read::load(input).map_err(|e| with_template_hint(e, hint))?;
-            if in_dir {
+            if in_dir && leave_out_local {
                 let before = source.docs.len();
                 source.docs.retain(|d| !is_local_config(d));
                 left_out += before - source.docs.len();

@@ -764,7 +764,7 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: 
             edit_workload(batch.object_mut(p.addr), p, token);
         }
         if !trio_nodes.is_empty() {
-            batch.insert_after(p.addr, trio_nodes);
+            batch.insert_before(p.addr, trio_nodes);
         }
     }
     for (addr, spec_path) in &cleanup.prune {

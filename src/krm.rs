@@ -9,7 +9,7 @@ use crate::guard;
 use crate::inject;
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::read::{default_list_items, item_problems};
-use crate::manifest::{from_json, parse_stream, Document, Node, YamlWriter};
+use crate::manifest::{from_json, parse_stream, Document, Node};
 use crate::report::{self, Finding, Location};
 
 pub const API_VERSIONS: [&str; 2] = ["config.kubernetes.io/v1", "config.kubernetes.io/v1beta1"];
@@ -29,6 +29,8 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
         doc: e.index + 1,
         source: e.error,
     })?;
+    let mut docs = docs;
+    crate::manifest::attach_text(&mut docs, std::sync::Arc::new(input.to_vec()));
     let mut docs: Vec<Document> = docs.into_iter().filter(|d| !d.is_empty()).collect();
     if docs.len() != 1 {
         return Err(Error::Usage(format!(
@@ -119,18 +121,16 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
         let root = if results_alias {
             doc.edit()
         } else {
-            &mut doc.root
+            doc.edit_as_written()
         };
         let existing = root.get_or_insert("results", || Node::seq(vec![]));
         if let Some(items) = existing.items_mut() {
             items.extend(results);
         }
     }
-    let mut stdout = Vec::new();
-    let mut w = YamlWriter::new(&mut stdout);
-    w.document(&doc);
-    w.finish();
-    crate::manifest::emit::markers_on_their_own_line(&mut stdout);
+    // The ResourceList as kpt wrote it, edits spliced in: items change only where
+    // they are edited.
+    let stdout = crate::commands::render_source(std::slice::from_ref(&doc));
     crate::commands::release(doc);
     Ok(FnOutput { stdout, exit_code })
 }

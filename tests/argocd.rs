@@ -141,10 +141,10 @@ fn plain_manifests_leave_local_config_out() {
     assert_eq!(
         kinds_names(&objs),
         [
-            "Deployment/web",
             "ServiceAccount/nvcf-worker-web",
             "Role/nvcf-worker-web",
-            "RoleBinding/nvcf-worker-web"
+            "RoleBinding/nvcf-worker-web",
+            "Deployment/web"
         ]
     );
 }

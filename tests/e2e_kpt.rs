@@ -336,10 +336,10 @@ fn v1beta1_resource_list_is_answered_in_v1beta1() {
         .collect();
     assert_eq!(
         kinds,
-        ["Deployment", "ServiceAccount", "Role", "RoleBinding"]
+        ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
     );
     assert_eq!(
-        list["items"][0]["spec"]["template"]["spec"]["serviceAccountName"].as_str(),
+        list["items"][3]["spec"]["template"]["spec"]["serviceAccountName"].as_str(),
         Some("nvcf-worker-web")
     );
 }

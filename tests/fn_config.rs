@@ -101,8 +101,8 @@ fn inject_examples_inject_their_audience_and_expiration() {
         let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_slice(&out.stdout)
             .map(|d| serde::Deserialize::deserialize(d).unwrap())
             .collect();
-        assert_eq!(docs.len(), 4, "{file}: deployment and its trio");
-        let pod = &docs[0]["spec"]["template"]["spec"];
+        assert_eq!(docs.len(), 4, "{file}: its trio, then the deployment");
+        let pod = &docs[3]["spec"]["template"]["spec"];
         let token = &pod["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"];
         assert_eq!(token["audience"].as_str(), Some(audience), "{file}");
         assert_eq!(

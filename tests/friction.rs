@@ -208,7 +208,8 @@ fn inject_names_cluster_id_and_flags_override_config() {
         b"",
     );
     out.ok();
-    let token = &objects(&out.stdout)[0]["spec"]["template"]["spec"]["volumes"][0]["projected"]
+    // The trio comes first, the Deployment last.
+    let token = &objects(&out.stdout)[3]["spec"]["template"]["spec"]["volumes"][0]["projected"]
         ["sources"][0]["serviceAccountToken"];
     assert_eq!(token["audience"], "nvcf-icms:from-flag", "the flag wins");
     assert_eq!(

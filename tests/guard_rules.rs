@@ -713,9 +713,12 @@ fn the_transformer_output_is_the_exception() {
     let v = validate_stdin(&automount);
     v.code(1);
     assert!(v.stdout.contains("error NVW101"), "{v}");
+    // The RoleBinding is the last document before the workload's.
+    let rb_end = one.stdout.rfind("---\n").unwrap();
     let extra_subject = format!(
-        "{}- kind: ServiceAccount\n  name: ci\n  namespace: ns\n",
-        one.stdout
+        "{}- kind: ServiceAccount\n  name: ci\n  namespace: ns\n{}",
+        &one.stdout[..rb_end],
+        &one.stdout[rb_end..]
     );
     let v = validate_stdin(&extra_subject);
     v.code(1);

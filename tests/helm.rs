@@ -46,15 +46,15 @@ fn ok(out: Output, what: &str) -> String {
 /// What the post-renderer must produce, checked on `helm template`'s output.
 #[track_caller]
 fn assert_rendered(out: &str) {
-    // Helm 4 prints objects in install order (by kind); the contract check wants
-    // each trio right after its workload, as inject writes it.
+    // Helm prints objects in its own order (by file, or by kind); the contract
+    // check wants each trio right before its workload, as inject writes it.
     let mut objs = objects(out);
     let trio: Vec<Value> = ["ServiceAccount", "Role", "RoleBinding"]
         .iter()
         .map(|k| find(&objs, k, "nvcf-worker-rel-worker").clone())
         .collect();
     objs.retain(|o| !trio.contains(o));
-    let at = objs.iter().position(|o| o["kind"] == "Deployment").unwrap() + 1;
+    let at = objs.iter().position(|o| o["kind"] == "Deployment").unwrap();
     objs.splice(at..at, trio);
     assert_contract(&objs, "Deployment", "rel-worker", "team-a", &["app"]);
     let sa = find(&objs, "ServiceAccount", "nvcf-worker-rel-worker");

@@ -70,10 +70,10 @@ fn v1_list_items_are_injected_in_place() {
     assert_eq!(
         kinds_names(&its),
         [
-            "Deployment/web",
             "ServiceAccount/nvcf-worker-web",
             "Role/nvcf-worker-web",
             "RoleBinding/nvcf-worker-web",
+            "Deployment/web",
             "Service/svc"
         ]
     );
@@ -93,7 +93,7 @@ fn v1_list_items_are_injected_in_place() {
 }
 
 #[test]
-fn trio_follows_its_workload_and_input_order_is_kept() {
+fn trio_precedes_its_workload_and_input_order_is_kept() {
     let svc = "apiVersion: v1\nkind: Service\nmetadata:\n  name: a-svc\n  namespace: ns\n";
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b-cm\n  namespace: ns\ndata:\n  k: v\n";
     let stream = [
@@ -107,16 +107,16 @@ fn trio_follows_its_workload_and_input_order_is_kept() {
     let (cli, fnout) = both_ways(&stream);
     let want = [
         "Service/a-svc",
-        "StatefulSet/zeta",
         "ServiceAccount/nvcf-worker-zeta",
         "Role/nvcf-worker-zeta",
         "RoleBinding/nvcf-worker-zeta",
+        "StatefulSet/zeta",
         "ConfigMap/b-cm",
         "Deployment/plain",
-        "Pod/alpha",
         "ServiceAccount/nvcf-worker-alpha",
         "Role/nvcf-worker-alpha",
         "RoleBinding/nvcf-worker-alpha",
+        "Pod/alpha",
     ];
     assert_eq!(kinds_names(&cli), want);
     assert_eq!(kinds_names(&fnout), want);
@@ -251,7 +251,7 @@ fn other_service_account_is_replaced_with_a_warning_naming_it() {
         assert!(out.stderr.contains("<stdin>:17: warning"), "{out}");
         let objs = objects(&out.stdout);
         assert_contract(&objs, "Deployment", "web", "ns", &["app"]);
-        let spec = at(&objs[0], "spec.template.spec");
+        let spec = at(&objs[3], "spec.template.spec");
         assert_eq!(spec[key], "nvcf-worker-web");
         // The replaced account is only recorded, for uninject, on the workload.
         assert_eq!(out.stdout.matches("build-bot").count(), 1, "{out}");
@@ -339,7 +339,7 @@ fn skip_containers_annotation_leaves_named_containers_alone() {
     let (cli, fnout) = both_ways(&stream);
     for objs in [&cli, &fnout] {
         assert_contract(objs, "Deployment", "web", "ns", &["app"]);
-        let cs = at(&objs[0], "spec.template.spec.containers")
+        let cs = at(&objs[3], "spec.template.spec.containers")
             .as_array()
             .unwrap();
         assert!(container_untouched(&cs[1]) && container_untouched(&cs[2]));
@@ -350,7 +350,7 @@ fn skip_containers_annotation_leaves_named_containers_alone() {
 fn init_containers_only_when_asked() {
     let spec = "initContainers:\n- name: init\n  image: x\ncontainers:\n- name: app\n  image: x\n";
     let stream = workload("Deployment", "web", "ns", true, spec);
-    let init = |objs: &[Value]| at(&objs[0], "spec.template.spec.initContainers")[0].clone();
+    let init = |objs: &[Value]| at(&objs[3], "spec.template.spec.initContainers")[0].clone();
     let (cli, fnout) = both_ways(&stream);
     assert!(container_untouched(&init(&cli)));
     assert!(container_untouched(&init(&fnout)));
@@ -475,7 +475,7 @@ fn expiration_seconds_outside_range_is_an_error_saying_so() {
         let out = inject(&stream, &["--expiration-seconds", ok]);
         out.ok();
         let objs = objects(&out.stdout);
-        let vol = &at(&objs[0], "spec.template.spec.volumes")[0];
+        let vol = &at(&objs[3], "spec.template.spec.volumes")[0];
         assert_eq!(
             vol["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"],
             ok.parse::<i64>().unwrap()
@@ -490,7 +490,7 @@ fn names_longer_than_253_are_shortened() {
     let out = inject(&stream, &[]);
     out.ok();
     let objs = objects(&out.stdout);
-    let sa_name = at(&objs[0], "spec.template.spec.serviceAccountName")
+    let sa_name = at(&objs[3], "spec.template.spec.serviceAccountName")
         .as_str()
         .unwrap()
         .to_string();
@@ -498,11 +498,11 @@ fn names_longer_than_253_are_shortened() {
     assert!(sa_name.starts_with("nvcf-worker-www"));
     assert_ne!(sa_name, format!("nvcf-worker-{long}"));
     for (i, kind) in ["ServiceAccount", "Role", "RoleBinding"].iter().enumerate() {
-        assert_eq!(objs[i + 1]["kind"], *kind);
-        assert_eq!(objs[i + 1]["metadata"]["name"], sa_name.as_str());
+        assert_eq!(objs[i]["kind"], *kind);
+        assert_eq!(objs[i]["metadata"]["name"], sa_name.as_str());
     }
-    assert_eq!(objs[3]["subjects"][0]["name"], sa_name.as_str());
-    assert_eq!(objs[3]["roleRef"]["name"], sa_name.as_str());
+    assert_eq!(objs[2]["subjects"][0]["name"], sa_name.as_str());
+    assert_eq!(objs[2]["roleRef"]["name"], sa_name.as_str());
     // Another long name with the same prefix gets a different identity.
     let other = format!("{}x", "w".repeat(249));
     let o2 = inject(&workload("Deployment", &other, "ns", true, SIMPLE_POD), &[]);
@@ -627,15 +627,12 @@ fn json_input_gives_json_compatible_output() {
     let stream = format!("{pod}\n---\n{svc}\n");
     let out = inject(&stream, &[]);
     out.ok();
-    // Every document of the output is one line of JSON on the line after its `---`
-    // marker (kubectl refuses anything but a comment after `---` on its line).
+    // Every document of the output is one line of JSON: the input's lines as they
+    // were (the pod's grown by its new entries), generated ones after a `---` line
+    // of its own (kubectl refuses anything but a comment after `---` on its line).
     let mut parsed = Vec::new();
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    for pair in lines.chunks(2) {
-        assert_eq!(pair[0], "---", "a marker line of its own\n{out}");
-        let body = pair
-            .get(1)
-            .unwrap_or_else(|| panic!("a document after the marker\n{out}"));
+    for body in out.stdout.lines().filter(|l| *l != "---") {
+        assert!(!body.starts_with("---"), "content on a marker line: {body}\n{out}");
         parsed.push(
             serde_json::from_str::<Value>(body)
                 .unwrap_or_else(|e| panic!("document is JSON ({e}): {body}")),
@@ -645,8 +642,9 @@ fn json_input_gives_json_compatible_output() {
     assert_eq!(parsed, objects(&out.stdout), "JSON and YAML readings agree");
     assert_contract(&parsed, "Pod", "jp", "ns", &["a"]);
     assert_eq!(parsed[4], serde_json::from_str::<Value>(svc).unwrap());
+    assert!(out.stdout.ends_with(&format!("---\n{svc}\n")), "{out}");
     assert_eq!(
-        parsed[0]["spec"]["containers"][0]["env"][0]["value"],
+        parsed[3]["spec"]["containers"][0]["env"][0]["value"],
         "0777"
     );
     // Injecting the output again changes nothing.
@@ -789,8 +787,8 @@ fn merge_keys_are_expanded_before_selection() {
     let (cli, fnout) = both_ways(stream);
     for objs in [&cli, &fnout] {
         assert_contract(objs, "Deployment", "merged", "ns", &["app", "side"]);
-        assert_eq!(objs[0]["metadata"]["labels"]["nvcf.io/worker"], "true");
-        assert_eq!(objs[0]["metadata"]["labels"]["app"], "web");
+        assert_eq!(objs[3]["metadata"]["labels"]["nvcf.io/worker"], "true");
+        assert_eq!(objs[3]["metadata"]["labels"]["app"], "web");
     }
     // Through an alias of a label mapping defined in the same document.
     let aliased = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ns\n  annotations: &sel\n    nvcf.io/worker: \"true\"\n  labels:\n    <<: *sel\nspec:\n  containers:\n  - name: app\n    image: x\n";
@@ -820,7 +818,7 @@ fn unknown_fields_status_crds_and_tool_annotations_survive() {
     let objs = objects(&out.stdout);
     assert_eq!(objs[4], input[1], "the CRD is untouched");
     assert_eq!(objs[5], input[2], "the CR is untouched");
-    let dep = &objs[0];
+    let dep = &objs[3];
     assert_eq!(
         dep["metadata"]["annotations"],
         input[0]["metadata"]["annotations"]
@@ -849,7 +847,7 @@ fn unknown_fields_status_crds_and_tool_annotations_survive() {
     };
     assert_eq!(strip(dep.clone()), input[0]);
     // The trio does not copy the workload's kpt or kustomize annotations in a stream.
-    for o in &objs[1..4] {
+    for o in &objs[0..3] {
         let a = o["metadata"]["annotations"].as_object().unwrap();
         assert!(a.keys().all(|k| k.starts_with("nvcf.io/")), "{o}");
     }
@@ -860,10 +858,10 @@ fn unknown_fields_status_crds_and_tool_annotations_survive() {
     assert_eq!(its[4], input[1]);
     assert_eq!(its[5], input[2]);
     assert_eq!(
-        its[0]["metadata"]["annotations"],
+        its[3]["metadata"]["annotations"],
         input[0]["metadata"]["annotations"]
     );
-    assert_eq!(its[0]["status"], input[0]["status"]);
+    assert_eq!(its[3]["status"], input[0]["status"]);
 }
 
 #[test]

@@ -18,9 +18,9 @@ use support::*;
 
 const TOKEN_VOLUME: &str = "nvcf-worker-token";
 
-/// Switched on once editing keeps the untouched bytes of a file (issue 11): then
-/// `uninject(inject(x))` must give back `x` byte for byte, not only in meaning.
-const BYTE_FOR_BYTE: bool = false;
+/// Editing keeps the untouched bytes of a file (issue 11), so `uninject(inject(x))`
+/// must give back `x` byte for byte, not only in meaning.
+const BYTE_FOR_BYTE: bool = true;
 
 /// `after` means what `before` means (kubectl's view of every object), and with
 /// `BYTE_FOR_BYTE` is the same text.

@@ -48,8 +48,9 @@ pub struct Source {
 #[derive(Debug, Default)]
 pub struct Batch {
     pub sources: Vec<Source>,
-    /// Objects to add after an object, in order, applied by `commit_inserts`.
-    inserts: Vec<(Addr, Vec<Node>)>,
+    /// Objects to add next to an object (before it when true), in order, applied
+    /// by `commit_inserts`.
+    inserts: Vec<(Addr, bool, Vec<Node>)>,
     /// Objects to remove at the next commit (documents, List items).
     removals: Vec<Addr>,
 }
@@ -216,29 +217,39 @@ impl Batch {
     /// Queues objects to follow the object at `after` (in its `items`, or as new
     /// documents after its document).
     pub fn insert_after(&mut self, after: Addr, nodes: Vec<Node>) {
-        self.inserts.push((after, nodes));
+        self.inserts.push((after, false, nodes));
+    }
+
+    /// Queues objects to precede the object at `before` (in its `items`, or as new
+    /// documents before its document): what an object needs to exist first (a Pod's
+    /// ServiceAccount) comes first in what `kubectl apply` creates.
+    pub fn insert_before(&mut self, before: Addr, nodes: Vec<Node>) {
+        self.inserts.push((before, true, nodes));
     }
 
     /// Applies queued inserts; addresses taken before are invalid afterwards.
     pub fn commit_inserts(&mut self) {
-        let mut ops: Vec<(Addr, Option<Vec<Node>>)> = std::mem::take(&mut self.inserts)
+        // (address, rank, nodes): an insert after an object (rank 2), its removal
+        // (1), an insert before it (0). Applied last address first and, at one
+        // address, in falling rank, so every pending address stays valid and an
+        // object inserted before a removed one is not removed in its place.
+        let mut ops: Vec<(Addr, u8, Option<Vec<Node>>)> = std::mem::take(&mut self.inserts)
             .into_iter()
-            .map(|(a, n)| (a, Some(n)))
+            .map(|(a, before, n)| (a, if before { 0 } else { 2 }, Some(n)))
             .chain(
                 std::mem::take(&mut self.removals)
                     .into_iter()
-                    .map(|a| (a, None)),
+                    .map(|a| (a, 1, None)),
             )
             .collect();
-        // Last address first, and at one address the insert after it before its
-        // removal: every pending address stays valid while the others are applied.
-        ops.sort_by_key(|(addr, nodes)| std::cmp::Reverse((*addr, nodes.is_some())));
-        for (addr, nodes) in ops {
+        ops.sort_by_key(|(addr, rank, _)| std::cmp::Reverse((*addr, *rank)));
+        for (addr, rank, nodes) in ops {
             let source = &mut self.sources[addr.source];
+            let at = |i: usize| if rank == 0 { i } else { i + 1 };
             match (addr.item, addr.sub, nodes) {
                 (Some(i), None, Some(nodes)) => {
                     let items = list_items_mut(source.docs[addr.doc].edit());
-                    items.splice(i + 1..i + 1, nodes);
+                    items.splice(at(i)..at(i), nodes);
                 }
                 (Some(i), None, None) => {
                     list_items_mut(source.docs[addr.doc].edit()).remove(i);
@@ -247,13 +258,13 @@ impl Batch {
                     let items =
                         list_items_mut(&mut list_items_mut(source.docs[addr.doc].edit())[i]);
                     match nodes {
-                        Some(nodes) => drop(items.splice(sub + 1..sub + 1, nodes)),
+                        Some(nodes) => drop(items.splice(at(sub)..at(sub), nodes)),
                         None => drop(items.remove(sub)),
                     }
                 }
                 (None, _, Some(nodes)) => {
                     let docs = nodes.into_iter().map(Document::new);
-                    source.docs.splice(addr.doc + 1..addr.doc + 1, docs);
+                    source.docs.splice(at(addr.doc)..at(addr.doc), docs);
                 }
                 (None, _, None) => {
                     source.docs.remove(addr.doc);

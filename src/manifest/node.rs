@@ -38,6 +38,25 @@ pub struct Node {
     /// 1-based line where the node starts in its source; 0 for nodes this tool made.
     pub line: u32,
     pub props: Option<Box<Props>>,
+    /// Where the node's text lies in its source, so an edit can splice the source
+    /// instead of writing the document anew (meaningful only when `line > 0`).
+    pub span: Span,
+}
+
+/// Byte offsets `[start, end)` of a node's text in its source. A block collection
+/// ends where its last child ends (libyaml's end marks lie past trailing comments).
+#[derive(Clone, Copy, Debug, Default, Eq)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+/// Where a node was written is not what it is: equal trees from different files
+/// (or a node and its edited copy) compare equal.
+impl PartialEq for Span {
+    fn eq(&self, _: &Span) -> bool {
+        true
+    }
 }
 
 /// A key to add to a mapping: double-quoted like its siblings when every key is
@@ -57,6 +76,7 @@ impl Node {
             value,
             line: 0,
             props: None,
+            span: Span::default(),
         }
     }
 
@@ -88,6 +108,11 @@ impl Node {
 
     pub fn seq(items: Vec<Node>) -> Node {
         Node::new(Value::Seq { items, flow: false })
+    }
+
+    /// Whether the node was read from a source (not made or replaced by this tool).
+    pub fn is_sourced(&self) -> bool {
+        self.line > 0
     }
 
     pub fn tag(&self) -> Option<&str> {
@@ -291,10 +316,11 @@ impl Node {
 mod size_tests {
     #[test]
     fn node_stays_small() {
-        // A large stream is mostly nodes: seven machine words today (value, line,
-        // props); growing them grows every tree, so that takes a deliberate change here.
+        // A large stream is mostly nodes: eight machine words today (value, line,
+        // props, and the span that lets edits splice the source instead of writing
+        // it anew); growing them grows every tree, so that takes a deliberate change here.
         assert!(
-            std::mem::size_of::<super::Node>() <= 56,
+            std::mem::size_of::<super::Node>() <= 64,
             "{}",
             std::mem::size_of::<super::Node>()
         );

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::node::{Node, Value};
-use super::parse::{parse_stream, Document, ParseError, YamlError};
+use super::parse::{frame_documents, parse_stream, Document, ParseError, YamlError};
 
 type Parsed = Result<Vec<Document>, ParseError>;
 
@@ -57,15 +57,18 @@ fn next_marker(input: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-fn shift_lines(n: &mut Node, by: u32) {
+/// Moves a chunk's nodes to their lines and byte offsets in the whole stream.
+fn shift_lines(n: &mut Node, by: u32, bytes: u32) {
     if n.line > 0 {
         n.line += by;
+        n.span.start += bytes;
+        n.span.end += bytes;
     }
     match &mut n.value {
-        Value::Seq { items, .. } => items.iter_mut().for_each(|i| shift_lines(i, by)),
+        Value::Seq { items, .. } => items.iter_mut().for_each(|i| shift_lines(i, by, bytes)),
         Value::Map { entries, .. } => entries.iter_mut().for_each(|(k, v)| {
-            shift_lines(k, by);
-            shift_lines(v, by);
+            shift_lines(k, by, bytes);
+            shift_lines(v, by, bytes);
         }),
         Value::Scalar(_) | Value::Alias(_) => {}
     }
@@ -99,11 +102,12 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
                 };
                 let mut parsed = parse_stream(&input[start..end]);
                 if let Ok(docs) = &mut parsed {
-                    for d in docs.iter_mut().filter(|_| lines > 0) {
+                    for d in docs.iter_mut().filter(|_| start > 0) {
                         d.line += lines;
-                        shift_lines(&mut d.root, lines);
+                        d.body += start;
+                        shift_lines(&mut d.root, lines, start as u32);
                         if let Some(r) = &mut d.resolved {
-                            shift_lines(r, lines);
+                            shift_lines(r, lines, start as u32);
                         }
                     }
                 }
@@ -129,6 +133,7 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
             Err(_) => return parse_stream(input),
         }
     }
+    frame_documents(&mut docs, input.len());
     Ok(docs)
 }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use libyaml_safer::{EventData, MappingStyle, Parser, ScalarStyle, SequenceStyle};
 
-use super::node::{Node, Props, Scalar, Style, Value};
+use super::node::{Node, Props, Scalar, Span, Style, Value};
 
 /// Deeper than any real manifest; keeps every recursive walk over a tree shallow.
 pub const MAX_DEPTH: usize = 200;
@@ -79,6 +79,19 @@ impl YamlError {
     }
 }
 
+/// How a document was edited since it was read, which decides how it is written.
+#[derive(Clone, Debug, Default)]
+pub enum Edited {
+    /// Untouched: written as its source bytes.
+    #[default]
+    No,
+    /// Edited in its tree as written: the tree as read is kept to splice the
+    /// differences into the source bytes.
+    Spliced(Box<Node>),
+    /// Edited in its expanded form (it had aliases or merge keys): written anew.
+    Rewritten,
+}
+
 /// One YAML document of a stream.
 #[derive(Clone, Debug)]
 pub struct Document {
@@ -92,6 +105,14 @@ pub struct Document {
     pub index: usize,
     /// 1-based line of the document's start.
     pub line: u32,
+    /// The stream's bytes, shared by its documents; none for documents this tool made.
+    pub text: Option<std::sync::Arc<Vec<u8>>>,
+    /// The document's bytes in `text`: `region` from the end of the previous document
+    /// (the stream's start for the first) to the start of the next, `body` where its
+    /// content or `---` starts (comments before it stay before inserted documents).
+    pub region: (usize, usize),
+    pub body: usize,
+    pub edited: Edited,
 }
 
 impl Document {
@@ -103,6 +124,10 @@ impl Document {
             explicit_end: false,
             index: 0,
             line: 0,
+            text: None,
+            region: (0, 0),
+            body: 0,
+            edited: Edited::No,
         }
     }
 
@@ -116,6 +141,20 @@ impl Document {
     pub fn edit(&mut self) -> &mut Node {
         if let Some(resolved) = self.resolved.take() {
             self.root = resolved;
+            self.edited = Edited::Rewritten;
+        }
+        self.edit_as_written()
+    }
+
+    /// The tree as written, to edit where no alias or merge key is involved (adding
+    /// a key the document does not have).
+    pub fn edit_as_written(&mut self) -> &mut Node {
+        if matches!(self.edited, Edited::No) {
+            self.edited = if self.text.is_some() {
+                Edited::Spliced(Box::new(self.root.clone()))
+            } else {
+                Edited::Rewritten
+            };
         }
         &mut self.root
     }
@@ -216,9 +255,16 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
     let mut scratch_entries: Vec<(Node, Node)> = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
-    let mut doc_start = (false, 0u32);
+    let mut doc_start = (false, 0u32, 0usize);
     let mut has_refs = false;
     let mut last_line = 1;
+    // libyaml-safer's marks count bytes after a UTF-8 byte order mark.
+    let bom = if input.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let at = |m: libyaml_safer::Mark| (m.index as usize + bom).min(input.len()) as u32;
     loop {
         let index = docs.len();
         let Some(event) = parse_event(&mut parser) else {
@@ -247,12 +293,16 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
         })?;
         let line = line_of(event.start_mark);
         last_line = line_of(event.end_mark);
+        let span = Span {
+            start: at(event.start_mark),
+            end: at(event.end_mark),
+        };
         let fail = |error| ParseError { index, error };
         let complete = match event.data {
             EventData::StreamStart { .. } => continue,
             EventData::StreamEnd => break,
             EventData::DocumentStart { implicit, .. } => {
-                doc_start = (!implicit, line);
+                doc_start = (!implicit, line, span.start as usize);
                 has_refs = false;
                 continue;
             }
@@ -272,6 +322,10 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     explicit_end: !implicit,
                     index,
                     line: doc_start.1,
+                    text: None,
+                    region: (doc_start.2, doc_start.2),
+                    body: doc_start.2,
+                    edited: Edited::No,
                 });
                 continue;
             }
@@ -281,6 +335,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     value: Value::Alias(anchor),
                     line,
                     props: None,
+                    span,
                 }
             }
             EventData::Scalar {
@@ -309,6 +364,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     }),
                     line,
                     props: props(anchor, tag),
+                    span,
                 }
             }
             EventData::SequenceStart {
@@ -325,6 +381,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     },
                     line,
                     props: props(anchor, tag),
+                    span,
                 };
                 let start = scratch_items.len();
                 stack.push(Frame {
@@ -348,6 +405,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     },
                     line,
                     props: props(anchor, tag),
+                    span,
                 };
                 let start = scratch_entries.len();
                 stack.push(Frame {
@@ -365,6 +423,11 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     mut node, start, ..
                 } = stack.pop().expect("balanced events");
                 *node.items_mut().expect("a sequence") = scratch_items.drain(start..).collect();
+                node.span.end = match node.items().and_then(<[Node]>::last) {
+                    _ if node.is_flow() => span.end,
+                    Some(last) => last.span.end,
+                    None => node.span.start,
+                };
                 node
             }
             EventData::MappingEnd => {
@@ -372,6 +435,11 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     mut node, start, ..
                 } = stack.pop().expect("balanced events");
                 *node.entries_mut().expect("a mapping") = scratch_entries.drain(start..).collect();
+                node.span.end = match node.entries().and_then(<[(Node, Node)]>::last) {
+                    _ if node.is_flow() => span.end,
+                    Some((_, last)) => last.span.end,
+                    None => node.span.start,
+                };
                 if let Some(entries) = node.entries() {
                     check_duplicate_keys(entries).map_err(fail)?;
                     has_refs |= entries.iter().any(|(k, _)| is_merge_key(k));
@@ -401,13 +469,44 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                         }))
                     }
                     None => frame.key = Some(complete),
-                    Some(key) => scratch_entries.push((key, complete)),
+                    Some(key) => {
+                        let mut value = complete;
+                        // An empty value (`key:`) is marked at the next token, maybe
+                        // lines below: it lies where its key ends.
+                        if matches!(&value.value, Value::Scalar(s) if s.text.is_empty() && s.style == Style::Plain)
+                        {
+                            value.span = Span {
+                                start: key.span.end,
+                                end: key.span.end,
+                            };
+                        }
+                        scratch_entries.push((key, value))
+                    }
                 },
                 _ => unreachable!("only collections are stacked"),
             },
         }
     }
+    frame_documents(&mut docs, input.len());
     Ok(docs)
+}
+
+/// Gives each document its region of the stream: from the end of the one before (the
+/// stream's start for the first) to the start of the next (the stream's end for the
+/// last), so that the regions of all documents are the whole stream.
+pub fn frame_documents(docs: &mut [Document], len: usize) {
+    let starts: Vec<usize> = docs.iter().map(|d| d.body).collect();
+    for (i, d) in docs.iter_mut().enumerate() {
+        let start = if i == 0 { 0 } else { starts[i] };
+        d.region = (start, starts.get(i + 1).copied().unwrap_or(len));
+    }
+}
+
+/// Shares the stream's bytes with its documents, so they can be written as read.
+pub fn attach_text(docs: &mut [Document], text: std::sync::Arc<Vec<u8>>) {
+    for d in docs {
+        d.text = Some(text.clone());
+    }
 }
 
 /// The next event. libyaml-safer 0.3 panics on a few inputs instead of failing
@@ -617,11 +716,13 @@ fn expand(
             }),
             line: n.line,
             props: None,
+            span: n.span,
         },
         Value::Scalar(s) => Node {
             value: Value::Scalar(s.clone()),
             line: n.line,
             props: strip_anchor(n),
+            span: n.span,
         },
         Value::Seq { items, flow } => {
             let items = items
@@ -632,6 +733,7 @@ fn expand(
                 value: Value::Seq { items, flow: *flow },
                 line: n.line,
                 props: strip_anchor(n),
+                span: n.span,
             }
         }
         Value::Map { entries, flow } => {
@@ -730,6 +832,7 @@ fn expand(
                 },
                 line: n.line,
                 props: strip_anchor(n),
+                span: n.span,
             }
         }
     };

@@ -257,6 +257,11 @@ fn default_items(list: &mut Node) {
     }
 }
 
+/// What `load` still needs of its input once the bytes went to the documents.
+struct Named {
+    name: String,
+}
+
 /// Parses one input into a stream source, checking every document (and every item
 /// of a List) is an object.
 pub fn load(input: Input) -> Result<Source> {
@@ -269,6 +274,9 @@ pub fn load(input: Input) -> Result<Source> {
     for d in docs.iter_mut() {
         default_list_items(d, SourceKind::Stream);
     }
+    let name = input.name;
+    super::parse::attach_text(&mut docs, std::sync::Arc::new(input.bytes));
+    let input = Named { name };
     for d in docs.iter().filter(|d| !d.is_empty()) {
         let invalid = |line, message| Error::Invalid {
             file: input.name.clone(),

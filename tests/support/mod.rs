@@ -318,17 +318,20 @@ pub fn assert_contract(objs: &[Value], kind: &str, name: &str, ns: &str, contain
         .position(|o| o["kind"] == kind && o["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no {kind}/{name} in {:?}", kinds_names(objs)));
     let names = kinds_names(objs);
+    // The trio comes directly before its workload, so `kubectl apply` creates the
+    // account before a Pod that needs it.
+    assert!(pos >= 3, "the trio precedes {kind}/{name}: {names:?}");
     assert_eq!(
-        names[pos + 1..pos + 4],
+        names[pos - 3..pos],
         [
             format!("ServiceAccount/{sa_name}"),
             format!("Role/{sa_name}"),
             format!("RoleBinding/{sa_name}")
         ],
-        "the trio follows {kind}/{name} directly: {names:?}"
+        "the trio precedes {kind}/{name} directly: {names:?}"
     );
     let w = &objs[pos];
-    let (sa, role, rb) = (&objs[pos + 1], &objs[pos + 2], &objs[pos + 3]);
+    let (sa, role, rb) = (&objs[pos - 3], &objs[pos - 2], &objs[pos - 1]);
     for o in [sa, role, rb] {
         assert_eq!(o["metadata"]["namespace"], ns, "{o}");
     }

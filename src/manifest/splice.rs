@@ -1,0 +1,791 @@
+//! Writing documents back as they were read: an untouched document is its source
+//! bytes; an edited one is its source bytes with each edit spliced in at the marks
+//! the parser left on the nodes, so comments, blank lines, quoting, indentation and
+//! line endings elsewhere stay exactly as written.
+//!
+//! An edited document is compared with the tree as it was read: nodes that came
+//! from the source keep their byte span, nodes this tool made have none. Replaced
+//! values are rewritten in place, added entries and items are written as new lines
+//! in the indentation of the collection they join, removed ones lose their lines. A
+//! flow collection that gains or loses children is written anew (that node only);
+//! what cannot be spliced safely (reordered entries, a document edited in its
+//! alias-expanded form) is written anew as a whole document.
+
+use super::emit::{node_to_yaml, YamlWriter};
+use super::node::{Node, Style, Value};
+use super::parse::{Document, Edited};
+
+/// Writes the documents of one stream: source documents as their (spliced) bytes,
+/// documents this tool made as new `---` documents where they stand. Comments
+/// before a stream's first document stay at the top.
+pub fn write_docs(docs: &[Document], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < docs.len() {
+        if i == 0 && docs[0].text.is_some() && docs[0].region.0 > 0 {
+            write_after_removed_head(&docs[0], out);
+            i += 1;
+            continue;
+        }
+        if docs[i].text.is_some() {
+            write_source_doc(&docs[i], out, false);
+            i += 1;
+            continue;
+        }
+        let run_end = docs[i..]
+            .iter()
+            .position(|d| d.text.is_some())
+            .map_or(docs.len(), |p| i + p);
+        let next = docs.get(run_end);
+        if let Some(next) = next {
+            // The comments heading a file stay above documents put before its first.
+            out.extend_from_slice(
+                &next.text.as_ref().expect("a source document")[next.region.0..next.body],
+            );
+        }
+        // At a stream's start the first new document has a `---` only if the
+        // document it precedes had one: the file's start stays as it was, so that
+        // taking the new documents out again gives back the same bytes.
+        for (k, fresh) in docs[i..run_end].iter().filter(|d| !d.is_empty()).enumerate() {
+            ensure_newline(out);
+            let marker = i > 0 || k > 0 || next.is_none_or(|n| n.explicit_start);
+            write_emitted(fresh, marker, out);
+        }
+        if let Some(next) = next {
+            ensure_newline(out);
+            if !next.explicit_start {
+                // On a line of its own: kubectl's line splitter refuses a `---`
+                // followed by content (`--- {...}`).
+                out.extend_from_slice(b"---\n");
+            }
+            write_source_doc(next, out, true);
+        }
+        i = run_end + 1;
+    }
+}
+
+/// The first document left after the documents before it were removed: the file's
+/// head (comments, and a `---` only if the file started with one) stays at the top,
+/// and the `---` that separated this document from the removed ones goes.
+fn write_after_removed_head(doc: &Document, out: &mut Vec<u8>) {
+    let text = doc.text.as_ref().expect("a source document");
+    let head = head_end(text);
+    out.extend_from_slice(&text[..head]);
+    let file_had_marker = text[head..].starts_with(b"---");
+    let mut doc_text: Vec<u8> = Vec::new();
+    write_source_doc(doc, &mut doc_text, false);
+    // What preceded the document's body in its region (the removed document's
+    // trailing lines) went with the removed document.
+    let from_body = doc.body.saturating_sub(doc.region.0).min(doc_text.len());
+    let mut rest = &doc_text[from_body..];
+    if !file_had_marker && doc.explicit_start {
+        for bare in [&b"---\n"[..], b"---\r\n"] {
+            if let Some(r) = rest.strip_prefix(bare) {
+                rest = r;
+                break;
+            }
+        }
+    }
+    out.extend_from_slice(rest);
+}
+
+/// Where a stream's head ends: its byte order mark, blank and comment lines, and
+/// `%` directives, before the first `---` or content.
+fn head_end(text: &[u8]) -> usize {
+    let mut at = if text.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+    while at < text.len() {
+        let end = text[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |p| at + p + 1);
+        let line = text[at..end].trim_ascii();
+        if !(line.is_empty() || line.starts_with(b"#") || line.starts_with(b"%")) {
+            break;
+        }
+        at = end;
+    }
+    at
+}
+
+/// Ends the output so far with a line break, so a document can follow.
+pub fn ensure_newline(out: &mut Vec<u8>) {
+    if out.last().is_some_and(|&b| b != b'\n') {
+        out.push(b'\n');
+    }
+}
+
+/// Whether a stream written by `write_docs` starts with a `---` or other marker that
+/// separates it from a stream written before it.
+pub fn starts_explicitly(docs: &[Document]) -> bool {
+    match docs.first() {
+        None => true,
+        Some(d) if d.text.is_none() => true,
+        Some(d) => d.explicit_start,
+    }
+}
+
+fn write_emitted(doc: &Document, explicit_start: bool, out: &mut Vec<u8>) {
+    // The emitter's buffer starts empty.
+    let mut bytes = Vec::new();
+    let mut w = YamlWriter::new(&mut bytes);
+    w.node_document(&doc.root, explicit_start, doc.explicit_end);
+    w.finish();
+    super::emit::markers_on_their_own_line(&mut bytes);
+    out.extend_from_slice(&bytes);
+}
+
+/// One document of a source: from its region's start (or its body's, when what
+/// comes before the body was already written).
+fn write_source_doc(doc: &Document, out: &mut Vec<u8>, from_body: bool) {
+    let text = doc.text.as_ref().expect("a source document");
+    let (start, end) = doc.region;
+    let from = if from_body { doc.body } else { start };
+    match &doc.edited {
+        Edited::No => out.extend_from_slice(&text[from..end]),
+        Edited::Spliced(old) => match splice(text, old, &doc.root, from, end) {
+            Some(bytes) => out.extend_from_slice(&bytes),
+            None => rewrite(doc, text, from, out),
+        },
+        Edited::Rewritten => rewrite(doc, text, from, out),
+    }
+}
+
+/// A document written anew, after what preceded its body in the source.
+fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(&text[from..doc.body]);
+    write_emitted(doc, doc.explicit_start, out);
+}
+
+/// The bytes `text[from..end]` with the differences between `old` and `new` spliced
+/// in, or `None` when they cannot be spliced faithfully.
+fn splice(text: &[u8], old: &Node, new: &Node, from: usize, end: usize) -> Option<Vec<u8>> {
+    if !same_node(old, new) {
+        return None;
+    }
+    let mut s = Splicer::new(text, old);
+    s.node(old, new).ok()?;
+    let crlf = text.windows(2).take(64 * 1024).any(|w| w == b"\r\n");
+    let mut edits = s.edits;
+    // An insertion goes before a removal or replacement starting at the same place.
+    edits.sort_by_key(|e| (e.0, e.1));
+    let mut out = Vec::with_capacity(end - from + 256);
+    let mut at = from;
+    for (start, stop, new_text) in edits {
+        if start < at || stop > end {
+            return None;
+        }
+        out.extend_from_slice(&text[at..start]);
+        if start == text.len()
+            && out.last().is_some_and(|&b| b != b'\n')
+            && new_text.ends_with('\n')
+        {
+            out.push(b'\n');
+        }
+        if crlf {
+            out.extend_from_slice(new_text.replace('\n', "\r\n").as_bytes());
+        } else {
+            out.extend_from_slice(new_text.as_bytes());
+        }
+        at = stop;
+    }
+    out.extend_from_slice(&text[at..end]);
+    Some(out)
+}
+
+/// The node in the edited tree is the one read from the source at the same place.
+fn same_node(old: &Node, new: &Node) -> bool {
+    old.is_sourced() && new.is_sourced() && old.span.start == new.span.start
+}
+
+/// A change that cannot be spliced into the collection at hand: its parent writes
+/// the collection anew instead.
+struct Rewrite;
+
+type Spliced = Result<(), Rewrite>;
+
+struct Splicer<'t> {
+    text: &'t [u8],
+    /// `(start, end, text)`: replace `text[start..end]`.
+    edits: Vec<(usize, usize, String)>,
+    /// How far the document indents a block list under its key, and a mapping
+    /// under its key, so added collections look like their neighbours.
+    seq_indent: usize,
+    map_indent: usize,
+}
+
+impl<'t> Splicer<'t> {
+    fn new(text: &'t [u8], root: &Node) -> Splicer<'t> {
+        let mut s = Splicer {
+            text,
+            edits: Vec::new(),
+            seq_indent: 0,
+            map_indent: 2,
+        };
+        if let Some(i) = s.find_indent(root, true) {
+            s.seq_indent = i;
+        }
+        if let Some(i) = s.find_indent(root, false) {
+            s.map_indent = i;
+        }
+        s
+    }
+
+    /// The indentation of the first block list (or mapping) under a key, relative
+    /// to the key, breadth first.
+    fn find_indent(&self, root: &Node, seq: bool) -> Option<usize> {
+        let mut queue = std::collections::VecDeque::from([root]);
+        while let Some(n) = queue.pop_front() {
+            match &n.value {
+                Value::Map {
+                    entries,
+                    flow: false,
+                } => {
+                    for (k, v) in entries {
+                        let block_child = match &v.value {
+                            Value::Seq { items, flow: false } if seq => !items.is_empty(),
+                            Value::Map {
+                                entries,
+                                flow: false,
+                            } if !seq => !entries.is_empty(),
+                            _ => false,
+                        };
+                        if block_child && k.is_sourced() && v.is_sourced() {
+                            let child = if seq {
+                                self.dash_of(v.items()?[0].span.start)?
+                            } else {
+                                v.span.start as usize
+                            };
+                            return self.col(child).checked_sub(self.col(k.span.start as usize));
+                        }
+                        queue.push_back(v);
+                    }
+                }
+                Value::Seq { items, flow: false } => queue.extend(items.iter()),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn line_start(&self, pos: usize) -> usize {
+        self.text[..pos]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+    }
+
+    fn col(&self, pos: usize) -> usize {
+        pos - self.line_start(pos)
+    }
+
+    /// Only indentation before `pos` on its line.
+    fn first_on_line(&self, pos: usize) -> bool {
+        self.text[self.line_start(pos)..pos]
+            .iter()
+            .all(|&b| b == b' ' || b == b'\t')
+    }
+
+    /// The start of the line after the one `pos` ends on (past a trailing comment),
+    /// or `pos` itself when a block scalar ended there at a line's start.
+    fn line_after(&self, pos: usize) -> usize {
+        let mut p = pos;
+        while p > 0 && matches!(self.text[p - 1], b' ' | b'\t') {
+            p -= 1;
+        }
+        if p > 0 && self.text[p - 1] == b'\n' {
+            return p;
+        }
+        self.text[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(self.text.len(), |i| pos + i + 1)
+    }
+
+    /// The `-` of a block list item whose content starts at `start`.
+    fn dash_of(&self, start: u32) -> Option<usize> {
+        let mut p = start as usize;
+        while p > 0 && matches!(self.text[p - 1], b' ' | b'\t') {
+            p -= 1;
+        }
+        (p > 0 && self.text[p - 1] == b'-').then(|| p - 1)
+    }
+
+    /// The `:` after a key ending at `end`.
+    fn colon_after(&self, end: u32) -> Option<usize> {
+        let p = end as usize;
+        let skip = self.text[p..]
+            .iter()
+            .position(|&b| !matches!(b, b' ' | b'\t'))?;
+        (self.text[p + skip] == b':').then_some(p + skip)
+    }
+
+    /// Inserts `s` at `pos`, on a line of its own when `pos` ends the text without one.
+    /// (At the end of a text without a final line break, `splice` adds one first.)
+    fn insert_lines(&mut self, pos: usize, s: String) {
+        self.edits.push((pos, pos, s));
+    }
+
+    /// Splices the differences of a node read from the source, or leaves no edit
+    /// behind when it cannot (its parent then writes it anew).
+    fn try_node(&mut self, old: &Node, new: &Node) -> bool {
+        let mark = self.edits.len();
+        let ok = same_node(old, new) && self.node(old, new).is_ok();
+        if !ok {
+            self.edits.truncate(mark);
+        }
+        ok
+    }
+
+    fn node(&mut self, old: &Node, new: &Node) -> Spliced {
+        if old.props != new.props {
+            return Err(Rewrite);
+        }
+        match (&old.value, &new.value) {
+            (Value::Scalar(a), Value::Scalar(b)) if a == b => Ok(()),
+            (Value::Alias(a), Value::Alias(b)) if a == b => Ok(()),
+            (
+                Value::Map {
+                    entries: oe,
+                    flow: of,
+                },
+                Value::Map {
+                    entries: ne,
+                    flow: nf,
+                },
+            ) if of == nf => self.map(oe, ne, *of),
+            (
+                Value::Seq {
+                    items: oi,
+                    flow: of,
+                },
+                Value::Seq {
+                    items: ni,
+                    flow: nf,
+                },
+            ) if of == nf => self.seq(oi, ni, *of),
+            _ => Err(Rewrite),
+        }
+    }
+
+    /// A child of a flow collection: spliced, or written anew in flow style.
+    fn flow_child(&mut self, old: &Node, new: &Node) {
+        if self.try_node(old, new) {
+            return;
+        }
+        self.edits.push((
+            old.span.start as usize,
+            old.span.end as usize,
+            flow_text(new),
+        ));
+    }
+
+    /// A flow mapping that only gained entries at its end gets them after its last
+    /// entry, each on a line of its own when the mapping spans lines (JSON as
+    /// people format it): only that entry's line changes, by a comma. Any other
+    /// change of its keys writes it anew.
+    fn flow_map(
+        &mut self,
+        old: &[(Node, Node)],
+        new: &[(Node, Node)],
+        matched: &[Option<usize>],
+    ) -> Spliced {
+        let kept = matched.iter().flatten().count();
+        if kept != old.len() || kept == 0 || matched[..kept].iter().any(Option::is_none) {
+            return Err(Rewrite);
+        }
+        for ((ok, ov), (nk, nv)) in old.iter().zip(new) {
+            if ok != nk {
+                return Err(Rewrite);
+            }
+            self.flow_child(ov, nv);
+        }
+        if new.len() > kept {
+            let (first, last) = (&old[0].0, &old[kept - 1]);
+            let open = self.open_bracket(first, b'{')?;
+            let sep = self.flow_separator(open, first.span.start as usize);
+            let text: String = new[kept..]
+                .iter()
+                .map(|(k, v)| format!(",{sep}{}: {}", inline(k), flow_text(v)))
+                .collect();
+            let end = entry_end(&last.0, &last.1);
+            self.edits.push((end, end, text));
+        }
+        Ok(())
+    }
+
+    /// A flow list that only gained items at its end gets them after its last item,
+    /// as a flow mapping gets entries.
+    fn flow_seq(&mut self, old: &[Node], new: &[Node], matched: &[Option<usize>]) -> Spliced {
+        let kept = matched.iter().flatten().count();
+        if kept != old.len() || kept == 0 || matched[..kept].iter().any(Option::is_none) {
+            return Err(Rewrite);
+        }
+        for (o, n) in old.iter().zip(new) {
+            self.flow_child(o, n);
+        }
+        if new.len() > kept {
+            let last = &old[kept - 1];
+            let open = self.open_bracket(&old[0], b'[')?;
+            let sep = self.flow_separator(open, old[0].span.start as usize);
+            let text: String = new[kept..]
+                .iter()
+                .map(|n| format!(",{sep}{}", flow_text(n)))
+                .collect();
+            let end = last.span.end as usize;
+            self.edits.push((end, end, text));
+        }
+        Ok(())
+    }
+
+    /// The `{` or `[` before a flow collection's first child.
+    fn open_bracket(&self, first: &Node, bracket: u8) -> Result<usize, Rewrite> {
+        let p = self.text[..first.span.start as usize]
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .ok_or(Rewrite)?;
+        if self.text[p] == bracket {
+            Ok(p)
+        } else {
+            Err(Rewrite)
+        }
+    }
+
+    /// Between a flow collection's children: a line break and the first child's
+    /// indentation when it is on a line of its own, else a space.
+    fn flow_separator(&self, open: usize, first: usize) -> String {
+        if self.text[open..first].contains(&b'\n') {
+            format!("\n{}", " ".repeat(self.col(first)))
+        } else {
+            " ".to_string()
+        }
+    }
+
+    fn map(&mut self, old: &[(Node, Node)], new: &[(Node, Node)], flow: bool) -> Spliced {
+        let matched = match_up(old.iter().map(|e| &e.0), new.iter().map(|e| &e.0))?;
+        if flow {
+            return self.flow_map(old, new, &matched);
+        }
+        let kept: Vec<usize> = matched.iter().flatten().copied().collect();
+        let Some(&first_kept) = kept.first() else {
+            return Err(Rewrite);
+        };
+        // Removed entries lose their lines; the first entry of a list item (on the
+        // `- ` line) is cut up to the next kept key, which takes its place.
+        let mut i = 0;
+        while i < old.len() {
+            if kept.contains(&i) {
+                i += 1;
+                continue;
+            }
+            let (k, v) = &old[i];
+            let key = k.span.start as usize;
+            if self.first_on_line(key) {
+                let stop = self.line_after(entry_end(k, v));
+                self.edits.push((self.line_start(key), stop, String::new()));
+                i += 1;
+            } else {
+                let Some(&next) = kept.iter().find(|&&j| j > i) else {
+                    return Err(Rewrite);
+                };
+                self.edits
+                    .push((key, old[next].0.span.start as usize, String::new()));
+                i = next;
+            }
+        }
+        let indent = self.col(old[first_kept].0.span.start as usize);
+        let mut fresh: Vec<&(Node, Node)> = Vec::new();
+        let mut before: Option<usize> = None;
+        for (entry, m) in new.iter().zip(&matched) {
+            let Some(oi) = *m else {
+                fresh.push(entry);
+                continue;
+            };
+            self.insert_entries(&mut fresh, before, old, oi, indent)?;
+            let (ok, ov) = &old[oi];
+            if ok != &entry.0 {
+                return Err(Rewrite);
+            }
+            let nv = &entry.1;
+            if !self.try_node(ov, nv) {
+                self.replace_value(ok, ov, nv, indent)?;
+            }
+            before = Some(oi);
+        }
+        let last = *kept.last().expect("a kept entry");
+        self.insert_entries(&mut fresh, before, old, last + 1, indent)
+    }
+
+    /// Writes `fresh` entries after old entry `after` (or before old entry `next`
+    /// when none came before them).
+    fn insert_entries(
+        &mut self,
+        fresh: &mut Vec<&(Node, Node)>,
+        after: Option<usize>,
+        old: &[(Node, Node)],
+        next: usize,
+        indent: usize,
+    ) -> Spliced {
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let mut lines = String::new();
+        for (k, v) in fresh.drain(..) {
+            self.entry(k, v, indent, &mut lines);
+        }
+        match after {
+            Some(a) => {
+                let pos = self.line_after(entry_end(&old[a].0, &old[a].1));
+                self.insert_lines(pos, lines);
+            }
+            None => {
+                let key = old[next].0.span.start as usize;
+                if self.first_on_line(key) {
+                    self.insert_lines(self.line_start(key), lines);
+                } else {
+                    // After `- `: the new entries open the item, the old first
+                    // entry moves to a line of its own.
+                    let text = format!("{}{}", lines.trim_start(), " ".repeat(indent));
+                    self.edits.push((key, key, text));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the value of a block mapping entry, from after its `:`.
+    fn replace_value(&mut self, key: &Node, old: &Node, new: &Node, indent: usize) -> Spliced {
+        let colon = self.colon_after(key.span.end).ok_or(Rewrite)?;
+        let old_block = is_block(old);
+        let stop = if old_block {
+            self.line_after(old.span.end as usize)
+        } else {
+            (old.span.end as usize).max(colon + 1)
+        };
+        let mut text = String::new();
+        self.value(new, indent, &mut text);
+        if !old_block {
+            text.truncate(text.trim_end_matches('\n').len());
+        }
+        self.edits.push((colon + 1, stop, text));
+        Ok(())
+    }
+
+    fn seq(&mut self, old: &[Node], new: &[Node], flow: bool) -> Spliced {
+        let matched = match_up(old.iter(), new.iter())?;
+        if flow {
+            return self.flow_seq(old, new, &matched);
+        }
+        let kept: Vec<usize> = matched.iter().flatten().copied().collect();
+        let Some(&first_kept) = kept.first() else {
+            return Err(Rewrite);
+        };
+        let dashes: Vec<usize> = old
+            .iter()
+            .map(|o| {
+                self.dash_of(o.span.start)
+                    .filter(|&d| self.first_on_line(d))
+            })
+            .collect::<Option<_>>()
+            .ok_or(Rewrite)?;
+        for (i, o) in old.iter().enumerate() {
+            if !kept.contains(&i) {
+                let stop = self.line_after(o.span.end as usize);
+                self.edits
+                    .push((self.line_start(dashes[i]), stop, String::new()));
+            }
+        }
+        let dash_col = self.col(dashes[first_kept]);
+        let content = self
+            .col(old[first_kept].span.start as usize)
+            .saturating_sub(dash_col)
+            .clamp(2, 4);
+        let mut fresh: Vec<&Node> = Vec::new();
+        let mut before: Option<usize> = None;
+        let flush = |s: &mut Self, fresh: &mut Vec<&Node>, before: Option<usize>, next: usize| {
+            if fresh.is_empty() {
+                return;
+            }
+            let mut lines = String::new();
+            for n in fresh.drain(..) {
+                s.item(n, dash_col, content, &mut lines);
+            }
+            let pos = match before {
+                Some(b) => s.line_after(old[b].span.end as usize),
+                None => s.line_start(dashes[next]),
+            };
+            s.insert_lines(pos, lines);
+        };
+        for (n, m) in new.iter().zip(&matched) {
+            let Some(oi) = *m else {
+                fresh.push(n);
+                continue;
+            };
+            flush(self, &mut fresh, before, oi);
+            let o = &old[oi];
+            if !self.try_node(o, n) {
+                let mut lines = String::new();
+                self.item(n, dash_col, content, &mut lines);
+                let stop = self.line_after(o.span.end as usize);
+                self.edits.push((self.line_start(dashes[oi]), stop, lines));
+            }
+            before = Some(oi);
+        }
+        flush(self, &mut fresh, before, 0);
+        Ok(())
+    }
+
+    /// `key: value` lines at `indent`.
+    fn entry(&self, k: &Node, v: &Node, indent: usize, out: &mut String) {
+        out.push_str(&" ".repeat(indent));
+        out.push_str(&inline(k));
+        out.push(':');
+        self.value(v, indent, out);
+    }
+
+    /// What follows a key's `:` (or a list item's `-`): ` scalar\n`, or a line break
+    /// and the collection's lines indented under `indent`.
+    fn value(&self, v: &Node, indent: usize, out: &mut String) {
+        match &v.value {
+            Value::Map { entries, .. } if is_block(v) => {
+                out.push('\n');
+                for (k, val) in entries {
+                    self.entry(k, val, indent + self.map_indent, out);
+                }
+            }
+            Value::Seq { items, .. } if is_block(v) => {
+                out.push('\n');
+                let dash = indent + self.seq_indent;
+                for item in items {
+                    self.item(item, dash, 2, out);
+                }
+            }
+            _ => {
+                out.push(' ');
+                out.push_str(&inline(v));
+                out.push('\n');
+            }
+        }
+    }
+
+    /// A list item's lines: `-` at `dash`, its content `content` columns further.
+    fn item(&self, n: &Node, dash: usize, content: usize, out: &mut String) {
+        let lead = format!("{}-{}", " ".repeat(dash), " ".repeat(content - 1));
+        match &n.value {
+            Value::Map { entries, .. } if is_block(n) => {
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    let mut lines = String::new();
+                    self.entry(k, v, dash + content, &mut lines);
+                    if i == 0 {
+                        out.push_str(&lead);
+                        out.push_str(&lines[dash + content..]);
+                    } else {
+                        out.push_str(&lines);
+                    }
+                }
+            }
+            Value::Seq { items, .. } if is_block(n) => {
+                out.push_str(&" ".repeat(dash));
+                out.push_str("-\n");
+                for item in items {
+                    self.item(item, dash + content, 2, out);
+                }
+            }
+            _ => {
+                out.push_str(&" ".repeat(dash));
+                out.push('-');
+                self.value(n, dash, out);
+            }
+        }
+    }
+}
+
+/// Where an entry's text ends: its value's end, or its key's for an empty value.
+fn entry_end(k: &Node, v: &Node) -> usize {
+    k.span.end.max(v.span.end) as usize
+}
+
+/// A block collection with children, or a block scalar: text spanning lines.
+fn is_block(n: &Node) -> bool {
+    match &n.value {
+        Value::Map { entries, flow } => !flow && !entries.is_empty(),
+        Value::Seq { items, flow } => !flow && !items.is_empty(),
+        Value::Scalar(s) => matches!(s.style, Style::Literal | Style::Folded) && n.is_sourced(),
+        Value::Alias(_) => false,
+    }
+}
+
+/// For each new child, the index of the old child it is (same place in the source),
+/// or `None` for a child this tool added. Old children must keep their order.
+fn match_up<'n>(
+    old: impl Iterator<Item = &'n Node>,
+    new: impl Iterator<Item = &'n Node>,
+) -> Result<Vec<Option<usize>>, Rewrite> {
+    let starts: std::collections::HashMap<u32, usize> = old
+        .enumerate()
+        .filter(|(_, n)| n.is_sourced())
+        .map(|(i, n)| (n.span.start, i))
+        .collect();
+    let mut last = None;
+    let mut out = Vec::new();
+    for n in new {
+        let m = n
+            .is_sourced()
+            .then(|| starts.get(&n.span.start).copied())
+            .flatten();
+        if let Some(i) = m {
+            if last.is_some_and(|l| l >= i) {
+                return Err(Rewrite);
+            }
+            last = Some(i);
+        }
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// A node on one line: a scalar as the emitter quotes it (a block scalar, which
+/// needs lines of its own, double-quoted), an alias, or a collection in flow style.
+fn inline(n: &Node) -> String {
+    match &n.value {
+        Value::Alias(name) => format!("*{name}"),
+        Value::Scalar(s) if matches!(s.style, Style::Literal | Style::Folded) => {
+            let mut n = n.clone();
+            if let Value::Scalar(s) = &mut n.value {
+                s.style = Style::DoubleQuoted;
+            }
+            emitted_line(&n)
+        }
+        Value::Scalar(_) => emitted_line(n),
+        _ => flow_text(n),
+    }
+}
+
+/// A node written in flow style on one line.
+fn flow_text(n: &Node) -> String {
+    let mut n = n.clone();
+    force_flow(&mut n);
+    emitted_line(&n)
+}
+
+fn force_flow(n: &mut Node) {
+    match &mut n.value {
+        Value::Seq { items, flow } => {
+            *flow = true;
+            items.iter_mut().for_each(force_flow);
+        }
+        Value::Map { entries, flow } => {
+            *flow = true;
+            entries.iter_mut().for_each(|(_, v)| force_flow(v));
+        }
+        Value::Scalar(s) if matches!(s.style, Style::Literal | Style::Folded) => {
+            s.style = Style::DoubleQuoted;
+        }
+        _ => {}
+    }
+}
+
+/// The emitter's text for a node alone, without the stream's line breaks and `...`.
+fn emitted_line(n: &Node) -> String {
+    let text = node_to_yaml(n);
+    let text = text.strip_suffix("...\n").unwrap_or(&text);
+    text.trim_end_matches('\n').to_string()
+}
