@@ -378,7 +378,14 @@ pub fn uninject(
     stderr: &mut dyn Write,
 ) -> Result<()> {
     write.check(paths, format)?;
-    transform(paths, format, write, stdout, stderr, crate::uninject::uninject)
+    transform(
+        paths,
+        format,
+        write,
+        stdout,
+        stderr,
+        crate::uninject::uninject,
+    )
 }
 
 /// Reads the inputs, transforms them, and writes the stream (or the files, or a

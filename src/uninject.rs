@@ -9,7 +9,7 @@ use crate::guard::Trios;
 use crate::identity::{self, Marks};
 use crate::inject::{ObjectReport, Outcome, Status};
 use crate::manifest::batch::{Addr, Batch, Object};
-use crate::manifest::{from_json, to_json, Node};
+use crate::manifest::{from_json, to_json, Node, Style};
 use crate::report::Finding;
 use crate::workload::{self, TokenWant};
 
@@ -198,7 +198,17 @@ pub fn strip(root: &mut Node, spec_path: &[&str]) -> Vec<String> {
     for key in identity::REPLACED_KEYS {
         match recorded.get(key) {
             Some(v) => {
-                spec.set(key, from_json(v));
+                let mut restored = from_json(v);
+                // In the quoting of the value it replaces: a JSON document stays JSON.
+                let quoted = spec.get(key).and_then(Node::as_scalar).map(|s| s.style);
+                if let (Some(style @ (Style::DoubleQuoted | Style::SingleQuoted)), true) =
+                    (quoted, v.is_string())
+                {
+                    if let crate::manifest::Value::Scalar(s) = &mut restored.value {
+                        s.style = style;
+                    }
+                }
+                spec.set(key, restored);
             }
             // `serviceAccount: null` was left as written; anything else inject set.
             None if key == "serviceAccount" && spec.get(key).is_some_and(Node::is_null) => {}

@@ -256,7 +256,7 @@ fn other_service_account_is_replaced_with_a_warning_naming_it() {
         // The replaced account is only recorded, for uninject, on the workload.
         assert_eq!(out.stdout.matches("build-bot").count(), 1, "{out}");
         let recorded: Value = serde_json::from_str(
-            objs[0]["metadata"]["annotations"]["nvcf.io/replaced"]
+            objs[3]["metadata"]["annotations"]["nvcf.io/replaced"]
                 .as_str()
                 .unwrap(),
         )
@@ -632,7 +632,10 @@ fn json_input_gives_json_compatible_output() {
     // of its own (kubectl refuses anything but a comment after `---` on its line).
     let mut parsed = Vec::new();
     for body in out.stdout.lines().filter(|l| *l != "---") {
-        assert!(!body.starts_with("---"), "content on a marker line: {body}\n{out}");
+        assert!(
+            !body.starts_with("---"),
+            "content on a marker line: {body}\n{out}"
+        );
         parsed.push(
             serde_json::from_str::<Value>(body)
                 .unwrap_or_else(|e| panic!("document is JSON ({e}): {body}")),

@@ -910,16 +910,16 @@ mod tests {
     }
 
     #[test]
-    fn alias_bomb_is_refused_quickly() {
+    /// Refused by its expansion budget, before the nodes exist: the bound is on
+    /// work, not on a clock (a timed assertion fails on a loaded machine).
+    fn alias_bomb_is_refused_by_its_expansion_budget() {
         let mut src = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..10 {
             let refs = vec![format!("*a{}", i - 1); 10].join(", ");
             src.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
         }
-        let start = std::time::Instant::now();
         let err = parse_stream(src.as_bytes()).unwrap_err();
         assert!(matches!(err.error, YamlError::AliasBomb { .. }), "{err:?}");
-        assert!(start.elapsed().as_secs() < 2);
     }
 
     #[test]

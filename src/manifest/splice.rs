@@ -45,7 +45,11 @@ pub fn write_docs(docs: &[Document], out: &mut Vec<u8>) {
         // At a stream's start the first new document has a `---` only if the
         // document it precedes had one: the file's start stays as it was, so that
         // taking the new documents out again gives back the same bytes.
-        for (k, fresh) in docs[i..run_end].iter().filter(|d| !d.is_empty()).enumerate() {
+        for (k, fresh) in docs[i..run_end]
+            .iter()
+            .filter(|d| !d.is_empty())
+            .enumerate()
+        {
             ensure_newline(out);
             let marker = i > 0 || k > 0 || next.is_none_or(|n| n.explicit_start);
             write_emitted(fresh, marker, out);
@@ -91,7 +95,11 @@ fn write_after_removed_head(doc: &Document, out: &mut Vec<u8>) {
 /// Where a stream's head ends: its byte order mark, blank and comment lines, and
 /// `%` directives, before the first `---` or content.
 fn head_end(text: &[u8]) -> usize {
-    let mut at = if text.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+    let mut at = if text.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
     while at < text.len() {
         let end = text[at..]
             .iter()
@@ -118,7 +126,16 @@ pub fn ensure_newline(out: &mut Vec<u8>) {
 pub fn starts_explicitly(docs: &[Document]) -> bool {
     match docs.first() {
         None => true,
-        Some(d) if d.text.is_none() => true,
+        // New documents at the start follow the file's first (see `write_docs`).
+        Some(d) if d.text.is_none() => docs
+            .iter()
+            .find(|d| d.text.is_some())
+            .is_none_or(|n| n.explicit_start),
+        // The documents before it were removed: the file's head stays.
+        Some(d) if d.region.0 > 0 => {
+            let text = d.text.as_ref().expect("a source document");
+            text[head_end(text)..].starts_with(b"---")
+        }
         Some(d) => d.explicit_start,
     }
 }
@@ -174,21 +191,42 @@ fn splice(text: &[u8], old: &Node, new: &Node, from: usize, end: usize) -> Optio
             return None;
         }
         out.extend_from_slice(&text[at..start]);
-        if start == text.len()
-            && out.last().is_some_and(|&b| b != b'\n')
-            && new_text.ends_with('\n')
-        {
-            out.push(b'\n');
-        }
-        if crlf {
-            out.extend_from_slice(new_text.replace('\n', "\r\n").as_bytes());
+        let nl: &str = if crlf { "\r\n" } else { "\n" };
+        let chunk = if crlf {
+            new_text.replace('\n', "\r\n")
         } else {
-            out.extend_from_slice(new_text.as_bytes());
+            new_text
+        };
+        // A file that ends without a line break still does after the edit (and so
+        // taking the added lines out again gives back the same bytes): lines added
+        // at its end go after a line break, without one of their own...
+        if start == text.len() && out.last().is_some_and(|&b| b != b'\n') && chunk.ends_with('\n') {
+            out.extend_from_slice(nl.as_bytes());
+            out.extend_from_slice(chunk[..chunk.len() - nl.len()].as_bytes());
+        } else {
+            out.extend_from_slice(chunk.as_bytes());
+        }
+        // ...and removing its last lines takes the line break before them.
+        if stop == text.len() && stop > start && chunk.is_empty() && !text.ends_with(b"\n") {
+            if out.ends_with(b"\r\n") {
+                out.truncate(out.len() - 2);
+            } else if out.ends_with(b"\n") {
+                out.pop();
+            }
         }
         at = stop;
     }
     out.extend_from_slice(&text[at..end]);
     Some(out)
+}
+
+/// `Some(k)` when a flow collection kept its first `k` children in place (k > 0) and
+/// lost all the others, which came after them (`matched`: for each new child, the
+/// old one it is).
+fn tail_removed(matched: &[Option<usize>], old_len: usize) -> Option<usize> {
+    let k = matched.len();
+    let in_place = matched.iter().enumerate().all(|(i, m)| *m == Some(i));
+    (k > 0 && k < old_len && in_place).then_some(k)
 }
 
 /// The node in the edited tree is the one read from the source at the same place.
@@ -388,6 +426,21 @@ impl<'t> Splicer<'t> {
         new: &[(Node, Node)],
         matched: &[Option<usize>],
     ) -> Spliced {
+        // Entries removed at its end only (what inject appended, taken out again):
+        // cut from the end of the last kept entry to the end of the last entry.
+        if let Some(k) = tail_removed(matched, old.len()) {
+            for ((ok, ov), (nk, nv)) in old[..k].iter().zip(new) {
+                if ok != nk {
+                    return Err(Rewrite);
+                }
+                self.flow_child(ov, nv);
+            }
+            let last = &old[old.len() - 1];
+            let from = entry_end(&old[k - 1].0, &old[k - 1].1);
+            self.edits
+                .push((from, entry_end(&last.0, &last.1), String::new()));
+            return Ok(());
+        }
         let kept = matched.iter().flatten().count();
         if kept != old.len() || kept == 0 || matched[..kept].iter().any(Option::is_none) {
             return Err(Rewrite);
@@ -415,6 +468,15 @@ impl<'t> Splicer<'t> {
     /// A flow list that only gained items at its end gets them after its last item,
     /// as a flow mapping gets entries.
     fn flow_seq(&mut self, old: &[Node], new: &[Node], matched: &[Option<usize>]) -> Spliced {
+        if let Some(k) = tail_removed(matched, old.len()) {
+            for (o, n) in old[..k].iter().zip(new) {
+                self.flow_child(o, n);
+            }
+            let from = old[k - 1].span.end as usize;
+            self.edits
+                .push((from, old[old.len() - 1].span.end as usize, String::new()));
+            return Ok(());
+        }
         let kept = matched.iter().flatten().count();
         if kept != old.len() || kept == 0 || matched[..kept].iter().any(Option::is_none) {
             return Err(Rewrite);
