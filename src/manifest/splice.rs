@@ -202,7 +202,7 @@ fn splice(text: &[u8], old: &Node, new: &Node, from: usize, end: usize) -> Optio
         // at its end go after a line break, without one of their own...
         if start == text.len() && out.last().is_some_and(|&b| b != b'\n') && chunk.ends_with('\n') {
             out.extend_from_slice(nl.as_bytes());
-            out.extend_from_slice(chunk[..chunk.len() - nl.len()].as_bytes());
+            out.extend_from_slice(&chunk.as_bytes()[..chunk.len() - nl.len()]);
         } else {
             out.extend_from_slice(chunk.as_bytes());
         }
