@@ -12,7 +12,7 @@ use crate::identity::{self, Marks, Naming, Owner, TokenSpec};
 use crate::manifest::batch::{
     Addr, Batch, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
 };
-use crate::manifest::{from_json, to_json, Node, Style};
+use crate::manifest::{from_json, to_json, Node, Style, Value};
 use crate::report::{Finding, ResourceRef};
 use crate::uninject::{self, Recognition};
 use crate::workload;
@@ -857,9 +857,26 @@ fn apply_pod_spec(spec: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {
     } else {
         Node::string(p.name.clone())
     };
-    spec.set("serviceAccountName", name.clone());
+    // A replaced account keeps the quoting it was written with, as a hand edit
+    // would (and uninject, restoring it, writes it back the same way).
+    let quoted_like = |old: Option<&Node>| {
+        let mut n = name.clone();
+        let style = old.and_then(Node::as_scalar).map(|s| s.style);
+        // (Worker account names never need quotes, so a plain one stays plain.)
+        if let (
+            Some(st @ (Style::Plain | Style::SingleQuoted | Style::DoubleQuoted)),
+            Value::Scalar(s),
+        ) = (style, &mut n.value)
+        {
+            s.style = st;
+        }
+        n
+    };
+    let account = quoted_like(spec.get("serviceAccountName"));
+    spec.set("serviceAccountName", account);
     if spec.get("serviceAccount").is_some_and(|v| !v.is_null()) {
-        spec.set("serviceAccount", name);
+        let account = quoted_like(spec.get("serviceAccount"));
+        spec.set("serviceAccount", account);
     }
     spec.set(
         "automountServiceAccountToken",

@@ -1275,7 +1275,7 @@ fn meaning(text: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `uninject(inject(x))` means what `uninject(x)` means (what `x` means when no
+/// `uninject(inject(x))` is `uninject(x)`, in meaning and byte for byte (`x` when no
 /// object of it was injected before), finds no look-alike, and injecting again
 /// gives `inject(x)` back.
 fn check_uninject(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
@@ -1293,8 +1293,16 @@ fn check_uninject(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
     let back = uninject(&injected)?;
     let plain = uninject(text.as_bytes())?;
     prop_assert_eq!(meaning(&back), meaning(&plain), "{}", text);
+    // Byte for byte too: editing keeps the file (issue 11).
+    prop_assert_eq!(
+        String::from_utf8_lossy(&back),
+        String::from_utf8_lossy(&plain),
+        "{}",
+        text
+    );
     if !spec.objects.iter().any(ObjSpec::pre_injected) {
         prop_assert_eq!(meaning(&back), meaning(text.as_bytes()), "{}", text);
+        prop_assert_eq!(String::from_utf8_lossy(&back), text);
     }
     prop_assert!(!String::from_utf8_lossy(&back).contains(identity::TOKEN_VOLUME));
     let mut again = load_batch(&back);

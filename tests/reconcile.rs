@@ -809,7 +809,7 @@ fn uninject_of_inject_gives_back_the_real_corpus_and_the_examples() {
         assert_gives_back(&name, &bytes, &back);
     }
     eprintln!(
-        "{} files: {checked} round trips equal in meaning ({injected_workloads} with workloads injected), {conflicts} refused by inject",
+        "{} files: {checked} round trips equal byte for byte ({injected_workloads} with workloads injected), {conflicts} refused by inject",
         files.len()
     );
     assert!(checked >= 240, "checked {checked}, conflicts {conflicts}");

@@ -468,34 +468,91 @@ impl<'t> Splicer<'t> {
     /// A flow list that only gained items at its end gets them after its last item,
     /// as a flow mapping gets entries.
     fn flow_seq(&mut self, old: &[Node], new: &[Node], matched: &[Option<usize>]) -> Spliced {
-        if let Some(k) = tail_removed(matched, old.len()) {
-            for (o, n) in old[..k].iter().zip(new) {
-                self.flow_child(o, n);
+        // Old items kept in order, new ones inserted and old ones removed anywhere
+        // (the trio before its workload in a List, and taken out again): each gap
+        // is spliced where it is; the kept items keep their text.
+        match self.flow_seq_gaps(old, new, matched)? {
+            Some(edits) => {
+                self.edits.extend(edits);
+                Ok(())
             }
-            let from = old[k - 1].span.end as usize;
-            self.edits
-                .push((from, old[old.len() - 1].span.end as usize, String::new()));
-            return Ok(());
+            None => Err(Rewrite),
         }
-        let kept = matched.iter().flatten().count();
-        if kept != old.len() || kept == 0 || matched[..kept].iter().any(Option::is_none) {
-            return Err(Rewrite);
+    }
+
+    /// The edits for a flow list whose kept items stay in order, or `None` when
+    /// none of the old items is kept (written anew then).
+    #[allow(clippy::type_complexity)]
+    fn flow_seq_gaps(
+        &mut self,
+        old: &[Node],
+        new: &[Node],
+        matched: &[Option<usize>],
+    ) -> Result<Option<Vec<(usize, usize, String)>>, Rewrite> {
+        let kept: Vec<(usize, usize)> = matched
+            .iter()
+            .enumerate()
+            .filter_map(|(j, m)| m.map(|i| (i, j)))
+            .collect();
+        if kept.is_empty() {
+            return Ok(None);
         }
-        for (o, n) in old.iter().zip(new) {
-            self.flow_child(o, n);
+        for &(i, j) in &kept {
+            self.flow_child(&old[i], &new[j]);
         }
-        if new.len() > kept {
-            let last = &old[kept - 1];
-            let open = self.open_bracket(&old[0], b'[')?;
-            let sep = self.flow_separator(open, old[0].span.start as usize);
-            let text: String = new[kept..]
-                .iter()
-                .map(|n| format!(",{sep}{}", flow_text(n)))
-                .collect();
-            let end = last.span.end as usize;
-            self.edits.push((end, end, text));
+        let open = self.open_bracket(&old[0], b'[')?;
+        let sep = self.flow_separator(open, old[0].span.start as usize);
+        let mut edits = Vec::new();
+        // Removed runs: up to the next kept item, or (at the end) from the last kept.
+        let is_kept = |i: usize| kept.iter().any(|&(k, _)| k == i);
+        let mut i = 0;
+        while i < old.len() {
+            if is_kept(i) {
+                i += 1;
+                continue;
+            }
+            let run = i;
+            while i < old.len() && !is_kept(i) {
+                i += 1;
+            }
+            let cut = if i < old.len() {
+                (old[run].span.start as usize, old[i].span.start as usize)
+            } else {
+                let prev = (0..run).rev().find(|&p| is_kept(p)).expect("a kept item");
+                (old[prev].span.end as usize, old[i - 1].span.end as usize)
+            };
+            edits.push((cut.0, cut.1, String::new()));
         }
-        Ok(())
+        // Inserted runs: before the next kept item, or after the last one.
+        let mut j = 0;
+        while j < new.len() {
+            if matched[j].is_some() {
+                j += 1;
+                continue;
+            }
+            let run = j;
+            while j < new.len() && matched[j].is_none() {
+                j += 1;
+            }
+            let items = &new[run..j];
+            if let Some(Some(next)) = matched.get(j) {
+                let at = old[*next].span.start as usize;
+                let text: String = items
+                    .iter()
+                    .map(|n| format!("{},{sep}", flow_text(n)))
+                    .collect();
+                edits.push((at, at, text));
+            } else {
+                let last = kept.last().expect("a kept item").0;
+                let at = old[last].span.end as usize;
+                let text: String = items
+                    .iter()
+                    .map(|n| format!(",{sep}{}", flow_text(n)))
+                    .collect();
+                edits.push((at, at, text));
+            }
+        }
+        Ok(Some(edits))
     }
 
     /// The `{` or `[` before a flow collection's first child.
