@@ -15,11 +15,16 @@ use serde_json::Value;
 /// Errors of the tool that refuse what kubectl would take: stricter, never different.
 /// (Without a server the oracle skips REST mapping; `kubectl apply` refuses an object
 /// without apiVersion when it maps it, so "missing apiVersion" is no divergence.)
-pub const DELIBERATE: [&str; 10] = [
+pub const DELIBERATE: [&str; 12] = [
     // go-yaml v2 passes invalid UTF-8 on (replaced); the tool names the byte instead.
     "invalid UTF-8",
     // `[!x, b]`: go-yaml v2 reads the tag `!x,`; refused rather than guessed.
     "a tag directly followed by `,`",
+    // A null or complex key kubectl refuses too, unless a later duplicate of an
+    // enclosing key replaces the mapping that holds it (go-yaml v2 keeps the last):
+    // the tool refuses the duplicate key anyway, and reports the first problem.
+    "null mapping key",
+    "used as a mapping key",
     "is not a finite number",
     "missing apiVersion",
     "decodes to bytes that are not UTF-8 text",
