@@ -643,3 +643,16 @@ fn replace_files_is_all_or_nothing() {
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "a: 1\n");
     assert_eq!(listing(dir.path()).len(), 1);
 }
+
+/// fuzz `resource_list` crash-f62a82b7: after a byte order mark, the first line's
+/// keys are at column 0, and what is added to the root (here `results`) is too.
+#[test]
+fn a_byte_order_mark_does_not_indent_what_is_added_to_the_root() {
+    let input = "\u{feff}apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n";
+    let out = run(&[], input);
+    assert!(out.stdout.contains("\nresults:\n"), "{}", out.stdout);
+    let docs = kubectl_nvcf_worker::manifest::parse_stream(out.stdout.as_bytes())
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", out.stdout));
+    assert_eq!(docs.len(), 1);
+    assert!(out.stdout.starts_with(input), "items stay as written");
+}

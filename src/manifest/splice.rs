@@ -312,14 +312,21 @@ impl<'t> Splicer<'t> {
     }
 
     fn col(&self, pos: usize) -> usize {
-        pos - self.line_start(pos)
+        let start = self.line_start(pos);
+        // A byte order mark opens the first line without indenting it.
+        let bom = if start == 0 && self.text.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        (pos - start).saturating_sub(bom)
     }
 
     /// Only indentation before `pos` on its line.
     fn first_on_line(&self, pos: usize) -> bool {
-        self.text[self.line_start(pos)..pos]
-            .iter()
-            .all(|&b| b == b' ' || b == b'\t')
+        let line = &self.text[self.line_start(pos)..pos];
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        line.iter().all(|&b| b == b' ' || b == b'\t')
     }
 
     /// The start of the line after the one `pos` ends on (past a trailing comment),
