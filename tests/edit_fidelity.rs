@@ -656,3 +656,15 @@ fn a_byte_order_mark_does_not_indent_what_is_added_to_the_root() {
     assert_eq!(docs.len(), 1);
     assert!(out.stdout.starts_with(input), "items stay as written");
 }
+
+/// fuzz `resource_list` crash-2f0db6f5: a plain scalar ending in `...` (`b:...`)
+/// keeps its dots when its node is written anew; only a `...` line ends a document.
+#[test]
+fn a_scalar_ending_in_three_dots_keeps_them_when_written_anew() {
+    let input =
+        "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- - p:\n      b:...\n";
+    let out = run(&[], input);
+    assert!(out.stdout.contains("b:..."), "{}", out.stdout);
+    kubectl_nvcf_worker::manifest::parse_stream(out.stdout.as_bytes())
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", out.stdout));
+}

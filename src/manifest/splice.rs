@@ -912,6 +912,7 @@ fn force_flow(n: &mut Node) {
 /// The emitter's text for a node alone, without the stream's line breaks and `...`.
 fn emitted_line(n: &Node) -> String {
     let text = node_to_yaml(n);
-    let text = text.strip_suffix("...\n").unwrap_or(&text);
+    // Only a `...` line of its own ends the document: `b:...` is a scalar's text.
+    let text = text.strip_suffix("\n...\n").unwrap_or(&text);
     text.trim_end_matches('\n').to_string()
 }
