@@ -93,17 +93,40 @@ pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
     let mut ends_line = true;
     let mut any = false;
     for source in &batch.sources {
-        let bytes = render_source(&source.docs);
-        if bytes.is_empty() {
+        // Written a chunk at a time, so the output is never held whole; what goes
+        // between two sources is known once the second has a first byte.
+        let mut started = false;
+        let begin = |out: &mut dyn Write, any: bool, ends_line: bool| {
+            if any {
+                if !ends_line {
+                    out.write_all(b"\n")?;
+                }
+                if !splice::starts_explicitly(&source.docs) {
+                    out.write_all(b"---\n")?;
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        let mut bytes = Vec::new();
+        splice::write_docs_with(&source.docs, &mut bytes, &mut |buf| {
+            if buf.len() < SPILL {
+                return Ok(());
+            }
+            if !started {
+                begin(out, any, ends_line)?;
+                started = true;
+            }
+            // The last byte stays: the writer asks whether the output ends a line.
+            let keep = buf.len() - 1;
+            out.write_all(&buf[..keep])?;
+            buf.drain(..keep);
+            Ok(())
+        })?;
+        if bytes.is_empty() && !started {
             continue;
         }
-        if any {
-            if !ends_line {
-                out.write_all(b"\n")?;
-            }
-            if !splice::starts_explicitly(&source.docs) {
-                out.write_all(b"---\n")?;
-            }
+        if !started {
+            begin(out, any, ends_line)?;
         }
         out.write_all(&bytes)?;
         ends_line = bytes.ends_with(b"\n");
@@ -111,6 +134,9 @@ pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// How much output `write_stream` gathers before writing it.
+const SPILL: usize = 1 << 20;
 
 /// One source's documents as its new file content.
 pub fn render_source(docs: &[crate::manifest::Document]) -> Vec<u8> {
@@ -363,9 +389,37 @@ pub fn inject_to(
     if cfg.is_psat() {
         cfg_token?;
     }
-    transform(paths, format, write, stdout, stderr, |batch| {
+    // What inject will not touch is dropped as it is read; `-o json` writes every
+    // object from its tree.
+    let evict = |d: &mut crate::manifest::Document| {
+        let keep = |o: &crate::manifest::batch::Object| inject::needs_tree(o, cfg);
+        crate::manifest::batch::evict(d, &[inject::HELM_HOOK, LOCAL_CONFIG], keep)
+    };
+    let evict: Option<read::Evict> = (format == StreamFormat::Yaml).then_some(&evict);
+    transform(paths, format, write, evict, stdout, stderr, |batch| {
         inject::inject(batch, cfg)
     })
+}
+
+/// `inject` to stdout holding every document's tree to the end, as it did before
+/// trees were dropped as read (`batch::evict`) and edited documents written as they
+/// go (`Batch::freeze`): the plain form `tests/streaming.rs` compares `inject` with.
+pub fn inject_holding_trees(
+    paths: &[String],
+    cfg: &Config,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<()> {
+    let write = WriteArgs::default();
+    transform(
+        paths,
+        StreamFormat::Yaml,
+        write,
+        None,
+        stdout,
+        stderr,
+        |batch| inject::inject(batch, cfg),
+    )
 }
 
 /// `uninject`: the same inputs and outputs as `inject` (--in-place and --diff too);
@@ -382,6 +436,7 @@ pub fn uninject(
         paths,
         format,
         write,
+        None,
         stdout,
         stderr,
         crate::uninject::uninject,
@@ -394,11 +449,12 @@ fn transform(
     paths: &[String],
     format: StreamFormat,
     write: WriteArgs,
+    evict: Option<read::Evict>,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
     op: impl FnOnce(&mut Batch) -> inject::Outcome,
 ) -> Result<()> {
-    let (sources, left_out) = gather_for_inject(paths, !write.to_files())?;
+    let (sources, left_out) = gather_for_inject(paths, !write.to_files(), evict)?;
     if sources.iter().all(|s| s.docs.iter().all(|d| d.is_empty())) {
         // Bad input, not bad usage: exit 1 like any other input problem. Never an
         // empty output: Helm 4 refuses it, and `kubectl apply` would apply nothing.
@@ -414,6 +470,8 @@ fn transform(
         });
     }
     let mut batch = Batch::new(sources);
+    // Written from the documents' text: edited documents may be written as they go.
+    batch.freeze = evict.is_some();
     let originals = originals(&batch);
     let outcome = op(&mut batch);
     for f in &outcome.findings {
@@ -526,7 +584,11 @@ fn is_kustomization(path: &std::path::Path) -> bool {
 /// files and objects marked `config.kubernetes.io/local-config: "true"` are left
 /// out (the output feeds `kubectl apply`); a file named on its own, or stdin, is
 /// taken whole. Returns the sources and how many files and objects were left out.
-fn gather_for_inject(paths: &[String], leave_out_local: bool) -> Result<(Vec<Source>, usize)> {
+fn gather_for_inject(
+    paths: &[String],
+    leave_out_local: bool,
+    evict: Option<read::Evict>,
+) -> Result<(Vec<Source>, usize)> {
     let mut sources = Vec::new();
     let mut left_out = 0;
     for p in paths {
@@ -538,7 +600,8 @@ fn gather_for_inject(paths: &[String], leave_out_local: bool) -> Result<(Vec<Sou
             }
             let input = read::read_input(file)?;
             let hint = looks_like_template(&input.bytes);
-            let mut source = read::load(input).map_err(|e| with_template_hint(e, hint))?;
+            let mut source =
+                read::load_with(input, evict).map_err(|e| with_template_hint(e, hint))?;
             if in_dir && leave_out_local {
                 let before = source.docs.len();
                 source.docs.retain(|d| !is_local_config(d));

@@ -202,6 +202,9 @@ fn plan(
         let Some(spec_path) = workload::pod_spec_path(obj.api_version(), obj.kind()) else {
             continue;
         };
+        if obj.is_evicted() {
+            continue; // not selected, and no account the guard would question
+        }
         let recognition = uninject::recognise(obj, &existing);
         if !is_selected(obj, spec_path, cfg) {
             if let Recognition::Own { account, .. } = recognition {
@@ -444,6 +447,16 @@ fn report_others(
 pub const HELM_POSTRENDER_FILENAME: &str = "postrenderer.helm.sh/postrender-filename";
 /// A Helm hook: Helm creates it apart from the release's other objects.
 pub const HELM_HOOK: &str = "helm.sh/hook";
+
+/// Whether inject needs `obj`'s tree after reading it (see `batch::evict`): it may
+/// edit it (a selected workload), match it against others (the kinds of a trio), or
+/// the guard has something to say about it. Everything else passes through as read.
+pub fn needs_tree(obj: &Object, cfg: &Config) -> bool {
+    identity::TRIO_KINDS.contains(&obj.kind())
+        || workload::pod_spec_path(obj.api_version(), obj.kind())
+            .is_some_and(|path| is_selected(obj, path, cfg))
+        || !guard::clean_alone(obj)
+}
 
 fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
     // A hook runs when Helm says (a pre-install hook before any of the release's
@@ -766,6 +779,7 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: 
         if !trio_nodes.is_empty() {
             batch.insert_before(p.addr, trio_nodes);
         }
+        batch.freeze_object(p.addr, !cleanup.remove.is_empty());
     }
     for (addr, spec_path) in &cleanup.prune {
         uninject::strip(batch.object_mut(*addr), spec_path);

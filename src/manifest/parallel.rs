@@ -76,15 +76,31 @@ fn shift_lines(n: &mut Node, by: u32, bytes: u32) {
 
 /// `parse_stream`, on every core for large input; the same result either way.
 pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> {
+    parse_stream_each(input, &|_| {})
+}
+
+/// `parse_stream_parallel`, calling `each` on every document as soon as its chunk
+/// is parsed, on the thread that parsed it: what `each` drops of a tree (see
+/// `batch::evict`) is never held for the whole stream at once.
+pub fn parse_stream_each(
+    input: &[u8],
+    each: &(dyn Fn(&mut Document) + Sync),
+) -> Result<Vec<Document>, ParseError> {
     json_stream_problem(input)?;
     separator_problem(input)?;
+    let whole = || {
+        parse_stream(input).map(|mut docs| {
+            docs.iter_mut().for_each(each);
+            docs
+        })
+    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || input.len() < 2 * CHUNK {
-        return parse_stream(input);
+        return whole();
     }
     let starts = chunk_starts(input);
     if starts.len() < 2 {
-        return parse_stream(input);
+        return whole();
     }
     let bounds: Vec<(usize, usize, u32)> = starts
         .iter()
@@ -102,13 +118,16 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
                 };
                 let mut parsed = parse_stream(&input[start..end]);
                 if let Ok(docs) = &mut parsed {
-                    for d in docs.iter_mut().filter(|_| start > 0) {
-                        d.line += lines;
-                        d.body += start;
-                        shift_lines(&mut d.root, lines, start as u32);
-                        if let Some(r) = &mut d.resolved {
-                            shift_lines(r, lines, start as u32);
+                    for d in docs.iter_mut() {
+                        if start > 0 {
+                            d.line += lines;
+                            d.body += start;
+                            shift_lines(&mut d.root, lines, start as u32);
+                            if let Some(r) = &mut d.resolved {
+                                shift_lines(r, lines, start as u32);
+                            }
                         }
+                        each(d);
                     }
                 }
                 *results[i].lock().expect("no poisoned chunk") = Some(parsed);
@@ -130,7 +149,7 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
                 }));
             }
             // Report exactly what a whole-stream parse reports.
-            Err(_) => return parse_stream(input),
+            Err(_) => return whole(),
         }
     }
     frame_documents(&mut docs, input.len());

@@ -90,6 +90,9 @@ pub enum Edited {
     Spliced(Box<Node>),
     /// Edited in its expanded form (it had aliases or merge keys): written anew.
     Rewritten,
+    /// Edited and already written (`batch::freeze`): its bytes from its region's
+    /// start (a new document's with its `---`); only its skeleton is left.
+    Frozen(Vec<u8>),
 }
 
 /// One YAML document of a stream.
@@ -113,6 +116,9 @@ pub struct Document {
     pub region: (usize, usize),
     pub body: usize,
     pub edited: Edited,
+    /// Its tree was dropped after reading, leaving each object's skeleton
+    /// (`batch::skeleton`): nothing in it needs more, and it is written as read.
+    pub evicted: bool,
 }
 
 impl Document {
@@ -128,6 +134,7 @@ impl Document {
             region: (0, 0),
             body: 0,
             edited: Edited::No,
+            evicted: false,
         }
     }
 
@@ -149,6 +156,8 @@ impl Document {
     /// The tree as written, to edit where no alias or merge key is involved (adding
     /// a key the document does not have).
     pub fn edit_as_written(&mut self) -> &mut Node {
+        // Editing a skeleton would write it over the document's text.
+        assert!(!self.evicted, "an evicted document is never edited");
         if matches!(self.edited, Edited::No) {
             self.edited = if self.text.is_some() {
                 Edited::Spliced(Box::new(self.root.clone()))
@@ -326,6 +335,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     region: (doc_start.2, doc_start.2),
                     body: doc_start.2,
                     edited: Edited::No,
+                    evicted: false,
                 });
                 continue;
             }

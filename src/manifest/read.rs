@@ -265,33 +265,40 @@ struct Named {
 /// Parses one input into a stream source, checking every document (and every item
 /// of a List) is an object.
 pub fn load(input: Input) -> Result<Source> {
-    let docs = super::parallel::parse_stream_parallel(&input.bytes).map_err(|e| Error::Yaml {
-        file: input.name.clone(),
-        doc: e.index + 1,
-        source: e.error,
-    })?;
-    let mut docs = docs;
-    for d in docs.iter_mut() {
+    load_with(input, None)
+}
+
+/// What may drop a valid document's tree as soon as it is read (`batch::evict`).
+pub type Evict<'a> = &'a (dyn Fn(&mut Document) + Sync);
+
+/// `load`, handing every valid, non-empty document to `evict` on the thread that
+/// parsed it.
+pub fn load_with(input: Input, evict: Option<Evict>) -> Result<Source> {
+    let each = |d: &mut Document| {
         default_list_items(d, SourceKind::Stream);
-    }
+        if let Some(evict) = evict.filter(|_| !d.is_empty() && doc_problem(d).is_none()) {
+            evict(d);
+        }
+    };
+    let docs =
+        super::parallel::parse_stream_each(&input.bytes, &each).map_err(|e| Error::Yaml {
+            file: input.name.clone(),
+            doc: e.index + 1,
+            source: e.error,
+        })?;
+    let mut docs = docs;
     let name = input.name;
     super::parse::attach_text(&mut docs, std::sync::Arc::new(input.bytes));
     let input = Named { name };
-    for d in docs.iter().filter(|d| !d.is_empty()) {
-        let invalid = |line, message| Error::Invalid {
-            file: input.name.clone(),
-            doc: d.index + 1,
-            line,
-            message,
-        };
-        let root = d.view();
-        if let Some(problem) = object_problem(root) {
-            return Err(invalid(d.line.max(root.line), problem));
-        }
-        if is_list(root) {
-            if let Some((line, problem)) = item_problems(root, SourceKind::Stream).next() {
-                return Err(invalid(line, problem));
-            }
+    // An evicted document had no problem.
+    for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {
+        if let Some((line, message)) = doc_problem(d) {
+            return Err(Error::Invalid {
+                file: input.name.clone(),
+                doc: d.index + 1,
+                line,
+                message,
+            });
         }
     }
     Ok(Source {
@@ -299,6 +306,18 @@ pub fn load(input: Input) -> Result<Source> {
         kind: SourceKind::Stream,
         docs,
     })
+}
+
+/// Why a stream document is not an object (or a List of objects), with its line.
+fn doc_problem(d: &Document) -> Option<(u32, String)> {
+    let root = d.view();
+    if let Some(problem) = object_problem(root) {
+        return Some((d.line.max(root.line), problem));
+    }
+    if is_list(root) {
+        return item_problems(root, SourceKind::Stream).next();
+    }
+    None
 }
 
 /// One object as kubectl would send it: the JSON the guard examines, after tags,

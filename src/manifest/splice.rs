@@ -19,16 +19,28 @@ use super::parse::{Document, Edited};
 /// documents this tool made as new `---` documents where they stand. Comments
 /// before a stream's first document stay at the top.
 pub fn write_docs(docs: &[Document], out: &mut Vec<u8>) {
+    write_docs_with(docs, out, &mut |_| Ok(())).expect("spilling nothing cannot fail");
+}
+
+/// `write_docs`, handing `out` to `spill` after each document or run of new ones
+/// (which may write some of it out and drain it, keeping at least its last byte).
+pub fn write_docs_with(
+    docs: &[Document],
+    out: &mut Vec<u8>,
+    spill: &mut dyn FnMut(&mut Vec<u8>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let mut i = 0;
     while i < docs.len() {
         if i == 0 && docs[0].text.is_some() && docs[0].region.0 > 0 {
             write_after_removed_head(&docs[0], out);
             i += 1;
+            spill(out)?;
             continue;
         }
         if docs[i].text.is_some() {
             write_source_doc(&docs[i], out, false);
             i += 1;
+            spill(out)?;
             continue;
         }
         let run_end = docs[i..]
@@ -64,7 +76,9 @@ pub fn write_docs(docs: &[Document], out: &mut Vec<u8>) {
             write_source_doc(next, out, true);
         }
         i = run_end + 1;
+        spill(out)?;
     }
+    Ok(())
 }
 
 /// The first document left after the documents before it were removed: the file's
@@ -141,6 +155,12 @@ pub fn starts_explicitly(docs: &[Document]) -> bool {
 }
 
 fn write_emitted(doc: &Document, explicit_start: bool, out: &mut Vec<u8>) {
+    if let Edited::Frozen(bytes) = &doc.edited {
+        // Frozen only where it follows another document (`batch::freeze`).
+        assert!(explicit_start, "a frozen new document starts with `---`");
+        out.extend_from_slice(bytes);
+        return;
+    }
     // The emitter's buffer starts empty.
     let mut bytes = Vec::new();
     let mut w = YamlWriter::new(&mut bytes);
@@ -163,7 +183,20 @@ fn write_source_doc(doc: &Document, out: &mut Vec<u8>, from_body: bool) {
             None => rewrite(doc, text, from, out),
         },
         Edited::Rewritten => rewrite(doc, text, from, out),
+        Edited::Frozen(bytes) => out.extend_from_slice(&bytes[from - start..]),
     }
+}
+
+/// A document's bytes as `write_docs` writes it: a source document from its
+/// region's start, a new one with its `---`.
+pub fn render_doc(doc: &Document) -> Vec<u8> {
+    let mut out = Vec::new();
+    if doc.text.is_some() {
+        write_source_doc(doc, &mut out, false);
+    } else {
+        write_emitted(doc, true, &mut out);
+    }
+    out
 }
 
 /// A document written anew, after what preceded its body in the source.

@@ -1,0 +1,212 @@
+//! `inject` drops the tree of every document it will not touch as soon as it is read
+//! (`batch::evict`) and writes each edited document as soon as it is done with it
+//! (`Batch::freeze`). Neither may change anything: over real files, generated
+//! streams, re-injection with other settings (updates, naming changes that remove
+//! trios, prune) and hand-made edge cases, its stdout, stderr and verdict are those
+//! of the same run holding every tree to the end.
+
+use std::path::{Path, PathBuf};
+
+use kubectl_nvcf_worker::commands::{inject, inject_holding_trees, StreamFormat};
+use kubectl_nvcf_worker::config::Config;
+use kubectl_nvcf_worker::identity::Naming;
+use kubectl_nvcf_worker::selector::Selector;
+
+struct Run {
+    ok: Result<(), String>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(path: &Path, cfg: &Config, holding: bool) -> Run {
+    let paths = [path.display().to_string()];
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let ok = if holding {
+        inject_holding_trees(&paths, cfg, &mut stdout, &mut stderr)
+    } else {
+        inject(&paths, cfg, StreamFormat::Yaml, &mut stdout, &mut stderr)
+    };
+    Run {
+        ok: ok.map_err(|e| e.to_string()),
+        stdout: String::from_utf8(stdout).expect("UTF-8 output"),
+        stderr: String::from_utf8(stderr).expect("UTF-8 report"),
+    }
+}
+
+/// Runs both ways and compares; returns the streaming run.
+fn same(path: &Path, cfg: &Config, what: &str) -> Run {
+    let held = run(path, cfg, true);
+    let streamed = run(path, cfg, false);
+    assert_eq!(streamed.ok, held.ok, "{what}: verdict");
+    assert_eq!(streamed.stderr, held.stderr, "{what}: report");
+    assert!(
+        streamed.stdout == held.stdout,
+        "{what}: output differs (first difference at byte {})",
+        streamed
+            .stdout
+            .bytes()
+            .zip(held.stdout.bytes())
+            .position(|(a, b)| a != b)
+            .unwrap_or(streamed.stdout.len().min(held.stdout.len()))
+    );
+    streamed
+}
+
+fn cfg(selector: &str, naming: Naming, cluster: &str, prune: bool) -> Config {
+    Config {
+        cluster_id: Some(cluster.into()),
+        selector: Selector::parse(selector).unwrap(),
+        naming,
+        prune,
+        ..Config::default()
+    }
+}
+
+fn configs() -> Vec<(&'static str, Config)> {
+    vec![
+        (
+            "default",
+            cfg("nvcf.io/worker=true", Naming::PerWorkload, "c1", false),
+        ),
+        ("everything", cfg("", Naming::PerWorkload, "c1", false)),
+        ("per-namespace", cfg("", Naming::PerNamespace, "c1", false)),
+    ]
+}
+
+/// Each input with every config, then its output once more with other settings:
+/// a new cluster ID (updates), the other naming mode (old trios removed), and a
+/// selector that matches nothing with prune (identities taken out).
+fn check_input(dir: &Path, name: &str, text: &str) -> usize {
+    check_with(dir, name, text, configs())
+}
+
+fn check_with(dir: &Path, name: &str, text: &str, configs: Vec<(&str, Config)>) -> usize {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let mut injected = 0;
+    for (label, c) in configs {
+        let first = same(&path, &c, &format!("{name} ({label})"));
+        if first.ok.is_err() || first.stdout == text {
+            continue;
+        }
+        injected += 1;
+        let again = dir.join(format!("again-{name}"));
+        std::fs::write(&again, &first.stdout).unwrap();
+        let naming = match c.naming {
+            Naming::PerWorkload => Naming::PerNamespace,
+            Naming::PerNamespace => Naming::PerWorkload,
+        };
+        let others = [
+            ("new cluster", cfg("", c.naming, "c2", false)),
+            ("other naming", cfg("", naming, "c1", false)),
+            ("prune", cfg("none-such=x", c.naming, "c1", true)),
+        ];
+        for (l2, c2) in others {
+            same(&again, &c2, &format!("{name} ({label}, then {l2})"));
+        }
+    }
+    injected
+}
+
+fn real_files() -> Vec<PathBuf> {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/real/kubernetes-examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 261, "the real corpus has 261 files");
+    files
+}
+
+#[test]
+fn real_files_come_out_the_same_as_when_every_tree_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut injected = 0;
+    for f in real_files() {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue; // not UTF-8: refused alike, and checked elsewhere
+        };
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        injected += check_input(dir.path(), &name, &text);
+    }
+    assert!(
+        injected > 100,
+        "most files have a workload to inject: {injected}"
+    );
+}
+
+#[test]
+fn a_generated_stream_comes_out_the_same_as_when_every_tree_is_held() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/gen-manifests.py");
+    let gen = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["120", "--yaml"])
+        .output()
+        .expect("run python3");
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let text = String::from_utf8(gen.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(check_input(dir.path(), "generated.yaml", &text), 3);
+    // Large enough to be parsed in chunks on every core (2 MiB and more): the
+    // documents are evicted on the threads that parse them.
+    let big: String = (0..6)
+        .map(|i| text.replace("name: ", &format!("name: x{i}")))
+        .collect();
+    assert!(big.len() > 2 << 20, "{}", big.len());
+    check_with(dir.path(), "big.yaml", &big, vec![configs().remove(1)]);
+}
+
+/// Where keeping or dropping a tree is decided: trios before and after their
+/// workload, a List, anchors, JSON, a forged account the guard refuses, a workload
+/// first in its file (new documents at the stream's start), implicit documents.
+#[test]
+fn edge_cases_come_out_the_same_as_when_every_tree_is_held() {
+    let pod = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    nvcf.io/worker: \"true\"\nspec:\n{extra}  containers:\n  - name: c\n    image: x\n"
+        )
+    };
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  a: b\n";
+    let cases = [
+        ("first.yaml", format!("{}---\n{cm}", pod("p", ""))),
+        ("implicit.yaml", format!("# head\n{cm}---\n{}", pod("p", ""))),
+        (
+            "list.yaml",
+            format!(
+                "apiVersion: v1\nkind: List\nitems:\n- {}\n---\n{cm}",
+                pod("p", "").replace('\n', "\n  ").trim_end()
+            ),
+        ),
+        (
+            "anchors.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: &l\n    nvcf.io/worker: \"true\"\nspec:\n  containers:\n  - name: c\n    image: x\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: *l\n".to_string(),
+        ),
+        (
+            "json.yaml",
+            format!("{cm}---\n{{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {{\"name\": \"j\", \"labels\": {{\"nvcf.io/worker\": \"true\"}}}}, \"spec\": {{\"containers\": [{{\"name\": \"c\", \"image\": \"x\"}}]}}}}\n"),
+        ),
+        (
+            "forged.yaml",
+            format!("{cm}---\n{}", pod("f", "  serviceAccountName: nvcf-worker-pod-f\n").replace("nvcf.io/worker: \"true\"", "app: f")),
+        ),
+        (
+            "hook.yaml",
+            format!("{cm}---\n{}", pod("h", "").replace("  labels:", "  annotations:\n    helm.sh/hook: pre-install\n  labels:")),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in &cases {
+        check_input(dir.path(), name, text);
+    }
+    // The forged account is refused both ways.
+    let forged = run(&dir.path().join("forged.yaml"), &configs()[0].1, false);
+    assert!(forged.stderr.contains("NVW101"), "{}", forged.stderr);
+}
