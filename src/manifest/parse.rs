@@ -116,6 +116,9 @@ pub struct Document {
     pub region: (usize, usize),
     pub body: usize,
     pub edited: Edited,
+    /// Whether its stream breaks lines with CRLF (judged once on the stream's first
+    /// 64 KiB, by `attach_text`): lines spliced in are written the same way.
+    pub crlf: bool,
     /// Its tree was dropped after reading, leaving each object's skeleton
     /// (`batch::skeleton`): nothing in it needs more, and it is written as read.
     pub evicted: bool,
@@ -134,6 +137,7 @@ impl Document {
             region: (0, 0),
             body: 0,
             edited: Edited::No,
+            crlf: false,
             evicted: false,
         }
     }
@@ -335,6 +339,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     region: (doc_start.2, doc_start.2),
                     body: doc_start.2,
                     edited: Edited::No,
+                    crlf: false,
                     evicted: false,
                 });
                 continue;
@@ -355,7 +360,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                 style,
                 ..
             } => {
-                if let Some(why) = number_problem(&value, style, tag.as_deref()) {
+                if let Some(why) = scalar_problem(&value, style, tag.as_deref()) {
                     return Err(fail(YamlError::Number {
                         text: value,
                         why,
@@ -514,8 +519,12 @@ pub fn frame_documents(docs: &mut [Document], len: usize) {
 
 /// Shares the stream's bytes with its documents, so they can be written as read.
 pub fn attach_text(docs: &mut [Document], text: std::sync::Arc<Vec<u8>>) {
+    let crlf = text
+        .get(..text.len().min(64 * 1024 + 1))
+        .is_some_and(|head| head.windows(2).any(|w| w == b"\r\n"));
     for d in docs {
         d.text = Some(text.clone());
+        d.crlf = crlf;
     }
 }
 
@@ -542,9 +551,10 @@ fn parse_event<R: std::io::BufRead>(
     event.ok()
 }
 
-/// Numbers kubectl cannot take: `.nan` and `.inf` do not convert to JSON (kubectl
-/// refuses the file; the tool refuses them wherever they are).
-fn number_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&'static str> {
+/// Scalars kubectl cannot take: a tag its decoder refuses for the text, and the
+/// numbers `.nan` and `.inf`, which do not convert to JSON (kubectl refuses the file;
+/// the tool refuses them wherever they are).
+fn scalar_problem(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<&'static str> {
     if let Some(t) = tag {
         if let Some(why) = tag_problem(text, t) {
             return Some(why);

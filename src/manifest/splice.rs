@@ -178,7 +178,7 @@ fn write_source_doc(doc: &Document, out: &mut Vec<u8>, from_body: bool) {
     let from = if from_body { doc.body } else { start };
     match &doc.edited {
         Edited::No => out.extend_from_slice(&text[from..end]),
-        Edited::Spliced(old) => match splice(text, old, &doc.root, from, end) {
+        Edited::Spliced(old) => match splice(text, old, &doc.root, from, end, doc.crlf) {
             Some(bytes) => out.extend_from_slice(&bytes),
             None => rewrite(doc, text, from, out),
         },
@@ -207,13 +207,19 @@ fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
 
 /// The bytes `text[from..end]` with the differences between `old` and `new` spliced
 /// in, or `None` when they cannot be spliced faithfully.
-fn splice(text: &[u8], old: &Node, new: &Node, from: usize, end: usize) -> Option<Vec<u8>> {
+fn splice(
+    text: &[u8],
+    old: &Node,
+    new: &Node,
+    from: usize,
+    end: usize,
+    crlf: bool,
+) -> Option<Vec<u8>> {
     if !same_node(old, new) {
         return None;
     }
     let mut s = Splicer::new(text, old);
     s.node(old, new).ok()?;
-    let crlf = text.windows(2).take(64 * 1024).any(|w| w == b"\r\n");
     let mut edits = s.edits;
     // An insertion goes before a removal or replacement starting at the same place.
     edits.sort_by_key(|e| (e.0, e.1));
