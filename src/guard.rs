@@ -98,8 +98,8 @@ pub fn check(batch: &Batch, allow: &Allow) -> Vec<Finding> {
 /// Whether the guard finds nothing in `obj` whatever else the batch holds, so that
 /// the object need not be kept to be checked again with the others. What other
 /// objects (a trio) or the caller (`Allow`) add only ever excuses a finding, so an
-/// object with no finding on its own has none in any batch; the cross-object rule
-/// (NVW113) reads only ServiceAccounts, which `alone` does not judge.
+/// object with no finding on its own has none in any batch. The cross-object rule
+/// (NVW113) reads ServiceAccounts, so those are never judged clean here.
 pub fn clean_alone(obj: &Object) -> bool {
     if obj.kind() == "ServiceAccount" {
         return false;
