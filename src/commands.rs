@@ -8,7 +8,7 @@ use crate::guard;
 use crate::inject;
 use crate::manifest::batch::is_list;
 use crate::manifest::batch::{Batch, Source, SourceKind};
-use crate::manifest::read::{self, default_list_items, item_problems, object_problem, Input};
+use crate::manifest::read::{self, default_list_items, Input};
 use crate::manifest::{splice, to_json, Node, YamlWriter};
 use crate::report::{self, Finding, Location, Severity};
 
@@ -384,21 +384,7 @@ pub fn inject_to(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<()> {
-    write.check(paths, format)?;
-    let cfg_token = cfg.token_spec();
-    if cfg.is_psat() {
-        cfg_token?;
-    }
-    // What inject will not touch is dropped as it is read; `-o json` writes every
-    // object from its tree.
-    let evict = |d: &mut crate::manifest::Document| {
-        let keep = |o: &crate::manifest::batch::Object| inject::needs_tree(o, cfg);
-        crate::manifest::batch::evict(d, &[inject::HELM_HOOK, LOCAL_CONFIG], keep)
-    };
-    let evict: Option<read::Evict> = (format == StreamFormat::Yaml).then_some(&evict);
-    transform(paths, format, write, evict, stdout, stderr, |batch| {
-        inject::inject(batch, cfg)
-    })
+    inject_with(paths, cfg, format, write, false, stdout, stderr)
 }
 
 /// `inject` to stdout holding every document's tree to the end, as it did before
@@ -410,16 +396,35 @@ pub fn inject_holding_trees(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<()> {
-    let write = WriteArgs::default();
-    transform(
-        paths,
-        StreamFormat::Yaml,
-        write,
-        None,
-        stdout,
-        stderr,
-        |batch| inject::inject(batch, cfg),
-    )
+    let (format, write) = (StreamFormat::Yaml, WriteArgs::default());
+    inject_with(paths, cfg, format, write, true, stdout, stderr)
+}
+
+fn inject_with(
+    paths: &[String],
+    cfg: &Config,
+    format: StreamFormat,
+    write: WriteArgs,
+    hold_trees: bool,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<()> {
+    write.check(paths, format)?;
+    let cfg_token = cfg.token_spec();
+    if cfg.is_psat() {
+        cfg_token?;
+    }
+    // What inject will not touch is dropped as it is read; `-o json` writes every
+    // object from its tree.
+    let evict = |d: &mut crate::manifest::Document| {
+        let keep = |o: &crate::manifest::batch::Object| inject::needs_tree(o, cfg);
+        crate::manifest::batch::evict(d, &[inject::HELM_HOOK, LOCAL_CONFIG], keep)
+    };
+    let evict: Option<read::Evict> =
+        (format == StreamFormat::Yaml && !hold_trees).then_some(&evict);
+    transform(paths, format, write, evict, stdout, stderr, |batch| {
+        inject::inject(batch, cfg)
+    })
 }
 
 /// `uninject`: the same inputs and outputs as `inject` (--in-place and --diff too);
@@ -682,13 +687,8 @@ fn load_for_validate(input: Input) -> Loaded {
     docs.iter_mut()
         .for_each(|d| default_list_items(d, SourceKind::Stream));
     for d in docs.iter().filter(|d| !d.is_empty()) {
-        let list_problem = || {
-            is_list(d.view())
-                .then(|| item_problems(d.view(), SourceKind::Stream).next())
-                .flatten()
-                .map(|(_, p)| p)
-        };
-        if let Some(problem) = object_problem(d.view()).or_else(list_problem) {
+        // Reported at the document's line, wherever in it the problem is.
+        if let Some((_, problem)) = read::doc_problem(d) {
             return Err(Box::new(
                 Finding::error(hint(format!("document {}: {problem}", d.index + 1)))
                     .rule(guard::DECODE)

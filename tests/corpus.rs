@@ -264,20 +264,7 @@ fn everything_selected_output_passes_the_guard() {
 
 #[test]
 fn generated_corpus_injects_cleanly_and_idempotently() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/gen-manifests.py");
-    assert!(script.is_file(), "missing {}", script.display());
-    let gen = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["300", "--yaml"])
-        .output()
-        .expect("run python3");
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
-    let stream = String::from_utf8(gen.stdout).unwrap();
+    let stream = generated_corpus(300, &[]);
     let input = objects(&stream);
     let selected = input
         .iter()
@@ -310,13 +297,7 @@ fn generated_corpus_injects_cleanly_and_idempotently() {
     again.ok();
     assert_eq!(again.stdout, out.stdout, "idempotent");
     // Through the KRM function too.
-    let gen = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["60", "--yaml", "--resource-list"])
-        .output()
-        .expect("run python3");
-    assert!(gen.status.success());
-    let list = String::from_utf8(gen.stdout).unwrap();
+    let list = generated_corpus(60, &["--resource-list"]);
     let with_cfg = format!(
         "{}functionConfig:\n{}",
         list.trim_end().to_string() + "\n",

@@ -5,6 +5,8 @@
 //! trios, prune) and hand-made edge cases, its stdout, stderr and verdict are those
 //! of the same run holding every tree to the end.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use kubectl_nvcf_worker::commands::{inject, inject_holding_trees, StreamFormat};
@@ -140,19 +142,7 @@ fn real_files_come_out_the_same_as_when_every_tree_is_held() {
 
 #[test]
 fn a_generated_stream_comes_out_the_same_as_when_every_tree_is_held() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/gen-manifests.py");
-    let gen = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["120", "--yaml"])
-        .output()
-        .expect("run python3");
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
-    let text = String::from_utf8(gen.stdout).unwrap();
+    let text = support::generated_corpus(120, &[]);
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(check_input(dir.path(), "generated.yaml", &text), 3);
     // Large enough to be parsed in chunks on every core (2 MiB and more): the

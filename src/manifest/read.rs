@@ -309,7 +309,7 @@ pub fn load_with(input: Input, evict: Option<Evict>) -> Result<Source> {
 }
 
 /// Why a stream document is not an object (or a List of objects), with its line.
-fn doc_problem(d: &Document) -> Option<(u32, String)> {
+pub fn doc_problem(d: &Document) -> Option<(u32, String)> {
     let root = d.view();
     if let Some(problem) = object_problem(root) {
         return Some((d.line.max(root.line), problem));

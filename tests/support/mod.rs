@@ -434,3 +434,23 @@ pub fn summary(out: &Out) -> String {
         .unwrap_or_else(|| panic!("no summary\n{out}"))
         .to_string()
 }
+
+/// `../shared/corpus/gen-manifests.py N --yaml [extra...]`: the benchmark corpus of
+/// N workloads.
+pub fn generated_corpus(n: usize, extra: &[&str]) -> String {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/gen-manifests.py");
+    assert!(script.is_file(), "missing {}", script.display());
+    let gen = Command::new("python3")
+        .arg(&script)
+        .args([n.to_string().as_str(), "--yaml"])
+        .args(extra)
+        .output()
+        .expect("run python3");
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    String::from_utf8(gen.stdout).expect("UTF-8 corpus")
+}
