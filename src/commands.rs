@@ -5,9 +5,10 @@ use std::io::Write;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::guard;
+use crate::identity;
 use crate::inject;
 use crate::manifest::batch::is_list;
-use crate::manifest::batch::{Batch, Source, SourceKind};
+use crate::manifest::batch::{Batch, Need, Source, SourceKind};
 use crate::manifest::read::{self, default_list_items, Input};
 use crate::manifest::{splice, to_json, Node, YamlWriter};
 use crate::report::{self, Finding, Location, Severity};
@@ -417,8 +418,8 @@ fn inject_with(
     // What inject will not touch is dropped as it is read; `-o json` writes every
     // object from its tree.
     let evict = |d: &mut crate::manifest::Document| {
-        let keep = |o: &crate::manifest::batch::Object| inject::needs_tree(o, cfg);
-        crate::manifest::batch::evict(d, &[inject::HELM_HOOK, LOCAL_CONFIG], keep)
+        let need = |o: &crate::manifest::batch::Object| inject::need(o, cfg);
+        crate::manifest::batch::evict(d, &[inject::HELM_HOOK, LOCAL_CONFIG], need)
     };
     let evict: Option<read::Evict> =
         (format == StreamFormat::Yaml && !hold_trees).then_some(&evict);
@@ -654,7 +655,7 @@ fn with_template_hint(e: Error, hint: bool) -> Error {
 
 /// Parses one file for `validate`: Ok(None) for YAML that holds no Kubernetes
 /// object, Err(finding) for input that does not decode.
-fn load_for_validate(input: Input) -> Loaded {
+fn load_for_validate(input: Input, hold_trees: bool) -> Loaded {
     let at = |line: u32, index: usize| Location {
         file: Some(input.name.clone()),
         index: Some(index),
@@ -667,7 +668,23 @@ fn load_for_validate(input: Input) -> Loaded {
             message
         }
     };
-    let docs = match crate::manifest::parallel::parse_stream_parallel(&input.bytes) {
+    // The guard finds nothing in an object that is clean on its own whatever else
+    // the batch holds (`guard::clean_alone`), so its tree goes as soon as it is
+    // read, leaving a skeleton; the kinds of a trio are matched against each other.
+    let drop_clean = |d: &mut crate::manifest::Document| {
+        default_list_items(d, SourceKind::Stream);
+        if hold_trees || d.is_empty() || is_list(d.view()) || read::doc_problem(d).is_some() {
+            return;
+        }
+        crate::manifest::batch::evict(d, &[], |o| {
+            if identity::TRIO_KINDS.contains(&o.kind()) || !guard::clean_alone(o) {
+                Need::Tree
+            } else {
+                Need::Skeleton
+            }
+        })
+    };
+    let docs = match crate::manifest::parallel::parse_stream_each(&input.bytes, &drop_clean) {
         Ok(d) => d,
         Err(e) => {
             return Err(Box::new(
@@ -683,10 +700,8 @@ fn load_for_validate(input: Input) -> Loaded {
     if !docs.iter().any(|d| is_object(d.view())) {
         return Ok(None);
     }
-    let mut docs = docs;
-    docs.iter_mut()
-        .for_each(|d| default_list_items(d, SourceKind::Stream));
-    for d in docs.iter().filter(|d| !d.is_empty()) {
+    // (A document dropped as read had no problem.)
+    for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {
         // Reported at the document's line, wherever in it the problem is.
         if let Some((_, problem)) = read::doc_problem(d) {
             return Err(Box::new(
@@ -712,9 +727,9 @@ type Slot = std::sync::Mutex<(Option<Option<std::path::PathBuf>>, Option<Result<
 /// Reads and parses files on every core: the cost of `validate` is almost all
 /// reading and parsing. Results come back in input order; an unreadable file is an
 /// I/O error (exit 2), reported for the first such file in order.
-fn load_parallel(files: Vec<Option<std::path::PathBuf>>) -> Result<Vec<Loaded>> {
+fn load_parallel(files: Vec<Option<std::path::PathBuf>>, hold_trees: bool) -> Result<Vec<Loaded>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let load = |f| read::read_input(f).map(load_for_validate);
+    let load = |f| read::read_input(f).map(|i| load_for_validate(i, hold_trees));
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len());
@@ -756,11 +771,31 @@ fn load_parallel(files: Vec<Option<std::path::PathBuf>>) -> Result<Vec<Loaded>> 
 /// `validate`: the guard over files, for pre-commit and CI. All files are checked as
 /// one batch, so an identity's trio counts wherever in the change it is declared.
 pub fn validate(paths: &[String], format: ValidateFormat, stdout: &mut dyn Write) -> Result<()> {
+    validate_with(paths, format, false, stdout)
+}
+
+/// `validate` holding every document's tree to the end, as it did before trees
+/// the guard has nothing to say about were dropped as read: the plain form
+/// `tests/streaming.rs` compares `validate` with.
+pub fn validate_holding_trees(
+    paths: &[String],
+    format: ValidateFormat,
+    stdout: &mut dyn Write,
+) -> Result<()> {
+    validate_with(paths, format, true, stdout)
+}
+
+fn validate_with(
+    paths: &[String],
+    format: ValidateFormat,
+    hold_trees: bool,
+    stdout: &mut dyn Write,
+) -> Result<()> {
     let inputs = read::expand(paths)?;
     let files = inputs.len();
     let mut findings = Vec::new();
     let mut sources = Vec::new();
-    for r in load_parallel(inputs)? {
+    for r in load_parallel(inputs, hold_trees)? {
         match r {
             Ok(Some(s)) => sources.push(s),
             Ok(None) => {}

@@ -10,9 +10,9 @@ use crate::config::Config;
 use crate::guard;
 use crate::identity::{self, Marks, Naming, Owner, TokenSpec};
 use crate::manifest::batch::{
-    Addr, Batch, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
+    self, Addr, Batch, Need, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
 };
-use crate::manifest::{from_json, to_json, Node, Style, Value};
+use crate::manifest::{from_json, to_json, Document, Edited, Node, Style, Value};
 use crate::report::{Finding, ResourceRef};
 use crate::uninject::{self, Recognition};
 use crate::workload;
@@ -115,6 +115,8 @@ struct WorkloadPlan {
     record: Option<serde_json::Map<String, serde_json::Value>>,
     /// For `updated`: what changed.
     changes: Vec<String>,
+    /// Applied already, as soon as it was planned (its document read again).
+    applied: bool,
 }
 
 /// What the plan does besides the selected workloads: identities taken out of
@@ -151,12 +153,23 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
             return out;
         }
     };
-    let (plans, cleanup) = plan(batch, cfg, &token, &mut out);
+    let (plans, cleanup, done) = plan(batch, cfg, &token, &mut out);
     if out.has_errors() {
         return out;
     }
+    for d in done {
+        batch.put_back(d.addr, d.doc, d.before);
+    }
     apply(batch, &plans, &token, &cleanup);
     out
+}
+
+/// A workload whose document was read again (`Document::reread`), applied and
+/// frozen as soon as planned, to be put back into the batch with its new trio.
+struct Done {
+    addr: Addr,
+    doc: Result<Edited, Box<Document>>,
+    before: Vec<Document>,
 }
 
 /// Who claims an identity name: (namespace, marks, who for messages).
@@ -167,7 +180,7 @@ fn plan(
     cfg: &Config,
     token: &TokenSpec,
     out: &mut Outcome,
-) -> (Vec<WorkloadPlan>, Cleanup) {
+) -> (Vec<WorkloadPlan>, Cleanup, Vec<Done>) {
     let objects = batch.objects();
     let existing = guard::Trios::index(&objects);
     let mut plans = Vec::new();
@@ -198,177 +211,196 @@ fn plan(
     let mut left: HashSet<(Option<&str>, String)> = HashSet::new();
     let mut accounts: Vec<(Option<&str>, String)> = Vec::new();
 
-    for obj in &objects {
-        let Some(spec_path) = workload::pod_spec_path(obj.api_version(), obj.kind()) else {
-            continue;
-        };
-        if obj.is_evicted() {
-            continue; // not selected, and no account the guard would question
-        }
-        let recognition = uninject::recognise(obj, &existing);
-        if !is_selected(obj, spec_path, cfg) {
-            if let Recognition::Own { account, .. } = recognition {
-                // Named by the guard as what inject produced earlier.
-                self_refs.insert(obj.addr, account.clone());
-                if cfg.prune {
-                    match uninject::recorded(obj.node) {
-                        Ok(recorded) => {
-                            let restored = uninject::describe_restored(&recorded);
-                            cleanup
-                                .statuses
-                                .insert(obj.addr, Status::Uninjected(restored));
-                        }
-                        Err(why) => out.findings.push(
-                            Finding::error(format!("{why}; fix or remove it, then prune"))
-                                .resource(Some(obj.resource_ref()))
-                                .at(obj.location()),
-                        ),
-                    }
-                    cleanup.prune.push((obj.addr, spec_path));
-                    left.insert((obj.namespace(), account));
-                    continue;
-                }
-                cleanup
-                    .statuses
-                    .insert(obj.addr, Status::Unchanged(KEPT_NOT_SELECTED));
-                accounts.push((obj.namespace(), account));
-            } else if let Some(a) = uninject::account_of(obj, spec_path) {
-                accounts.push((obj.namespace(), a));
-            }
-            continue;
-        }
-        let own = match recognition {
-            Recognition::Own { account, .. } => Some(account),
-            _ => None,
-        };
-        let loc = obj.location();
-        let rref = obj.resource_ref();
-        if obj.name().is_empty() {
-            out.findings.push(
-                Finding::error("selected workload has no metadata.name")
-                    .resource(Some(rref))
-                    .at(loc),
-            );
-            continue;
-        }
-        let owner = match cfg.naming {
-            Naming::PerWorkload => {
-                Owner::workload(obj.api_version(), obj.kind(), obj.name(), obj.namespace())
-            }
-            Naming::PerNamespace => Owner {
-                marks: Marks::Namespace,
-                namespace: obj.namespace().map(Into::into),
-            },
-        };
-        let name = owner.marks.identity_name();
-        let claims = names.entry(name.clone()).or_default();
-        if let Some((ns, _, other)) = claims
-            .iter()
-            .find(|(ns, m, _)| *m != owner.marks && guard::namespaces_collide(*ns, obj.namespace()))
-        {
-            out.findings.push(
-                Finding::error(format!(
-                    "{} would get identity {name:?}, which is already {}'s (namespace {}); an omitted namespace collides with any, and a hashed long name can equal a short one: rename one of them",
-                    rref.display(),
-                    other,
-                    ns.unwrap_or("omitted")
-                ))
-                .rule(guard::IDENTITY_COLLISION)
-                .resource(Some(rref.clone()))
-                .at(loc.clone()),
-            );
-        }
-        claims.push((obj.namespace(), owner.marks.clone(), rref.display()));
-        // Own output names the identity it carries until this run changes it.
-        self_refs.insert(obj.addr, own.clone().unwrap_or_else(|| name.clone()));
-        accounts.push((obj.namespace(), name.clone()));
-        if let Some(old) = own.as_ref().filter(|old| **old != name) {
-            left.insert((obj.namespace(), old.clone()));
-        }
-        let Some(spec) = obj.node.path(spec_path).filter(|s| s.is_map()) else {
-            out.findings.push(
-                Finding::error(format!(
-                    "selected workload has no pod spec at {}",
-                    workload::dotted(spec_path)
-                ))
-                .resource(Some(rref))
-                .field(workload::dotted(spec_path))
-                .at(loc),
-            );
-            continue;
-        };
-        let mut p = WorkloadPlan {
-            addr: obj.addr,
-            spec_path,
-            name: name.clone(),
-            owner,
-            containers: Vec::new(),
-            spec_changes: false,
-            missing: Vec::new(),
-            json_style: obj.in_flow_document(),
-            own,
-            volume_update: false,
-            strip: Vec::new(),
-            record: None,
-            changes: Vec::new(),
-        };
-        let mut findings = Vec::new();
-        check_pod_spec(obj, spec, cfg, token, &mut p, &mut findings);
-        let first_claim = planned_trios.insert((obj.namespace(), name.clone()));
-        for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
-            match existing.get(kind, obj.namespace(), &name) {
-                Some(member) if trio_members.insert(member.addr) => {
-                    check_existing_member(member, &p.owner, &name, &mut findings);
-                }
-                Some(_) => {}
-                None if first_claim => p.missing.push(i),
-                None => {}
-            }
-        }
-        let ctx = Finding::error("")
-            .resource(Some(rref.clone()))
-            .at(loc.clone());
-        out.findings.extend(findings.into_iter().map(|f| Finding {
-            resource: f.resource.or(ctx.resource.clone()),
-            location: if f.location.file.is_some() {
-                f.location
-            } else {
-                // Keep the line of the field the finding is about.
-                crate::report::Location {
-                    line: f.location.line.or(ctx.location.line),
-                    ..ctx.location.clone()
-                }
-            },
-            ..f
-        }));
-        out.reports.push(ObjectReport {
-            resource: rref,
-            status: if p.own.is_some() && !p.changes.is_empty() {
-                Status::Updated(p.changes.clone())
-            } else if p.own.is_none() && (p.spec_changes || !p.missing.is_empty()) {
-                Status::Injected
-            } else {
-                Status::Unchanged("already has its identity")
-            },
-        });
-        for &i in &p.missing {
-            let resource = ResourceRef {
-                api_version: if i == 0 {
-                    "v1".into()
-                } else {
-                    "rbac.authorization.k8s.io/v1".into()
-                },
-                kind: identity::TRIO_KINDS[i].into(),
-                name: name.clone(),
-                namespace: obj.namespace().map(Into::into),
+    // A selected workload whose tree was dropped as read is read again now, and
+    // applied as soon as planned: one tree at a time is held (`Need::Later`).
+    let done = batch.with_rereads(|rereads| {
+        let mut done = Vec::new();
+        for outer in &objects {
+            let Some(spec_path) = workload::pod_spec_path(outer.api_version(), outer.kind()) else {
+                continue;
             };
-            out.reports.push(ObjectReport {
-                resource,
-                status: Status::Generated,
+            let reread = outer.is_reread().then(|| {
+                rereads
+                    .next()
+                    .expect("every dropped workload is read again")
             });
+            let obj = match &reread {
+                Some(doc) => outer.in_document(doc),
+                // Not selected, and no account the guard would question.
+                None if outer.is_evicted() => continue,
+                None => *outer,
+            };
+            // What outlives this object's turn borrows from the batch.
+            let ns = outer.namespace();
+            let recognition = uninject::recognise(&obj, &existing);
+            if !is_selected(&obj, spec_path, cfg) {
+                if let Recognition::Own { account, .. } = recognition {
+                    // Named by the guard as what inject produced earlier.
+                    self_refs.insert(obj.addr, account.clone());
+                    if cfg.prune {
+                        match uninject::recorded(obj.node) {
+                            Ok(recorded) => {
+                                let restored = uninject::describe_restored(&recorded);
+                                cleanup
+                                    .statuses
+                                    .insert(obj.addr, Status::Uninjected(restored));
+                            }
+                            Err(why) => out.findings.push(
+                                Finding::error(format!("{why}; fix or remove it, then prune"))
+                                    .resource(Some(obj.resource_ref()))
+                                    .at(obj.location()),
+                            ),
+                        }
+                        cleanup.prune.push((obj.addr, spec_path));
+                        left.insert((ns, account));
+                        continue;
+                    }
+                    cleanup
+                        .statuses
+                        .insert(obj.addr, Status::Unchanged(KEPT_NOT_SELECTED));
+                    accounts.push((ns, account));
+                } else if let Some(a) = uninject::account_of(&obj, spec_path) {
+                    accounts.push((ns, a));
+                }
+                continue;
+            }
+            let own = match recognition {
+                Recognition::Own { account, .. } => Some(account),
+                _ => None,
+            };
+            let loc = obj.location();
+            let rref = obj.resource_ref();
+            if obj.name().is_empty() {
+                out.findings.push(
+                    Finding::error("selected workload has no metadata.name")
+                        .resource(Some(rref))
+                        .at(loc),
+                );
+                continue;
+            }
+            let owner = match cfg.naming {
+                Naming::PerWorkload => {
+                    Owner::workload(obj.api_version(), obj.kind(), obj.name(), obj.namespace())
+                }
+                Naming::PerNamespace => Owner {
+                    marks: Marks::Namespace,
+                    namespace: obj.namespace().map(Into::into),
+                },
+            };
+            let name = owner.marks.identity_name();
+            let claims = names.entry(name.clone()).or_default();
+            if let Some((theirs, _, other)) = claims.iter().find(|(ns, m, _)| {
+                *m != owner.marks && guard::namespaces_collide(*ns, obj.namespace())
+            }) {
+                out.findings.push(
+                    Finding::error(collision(&rref, &name, other, *theirs))
+                        .rule(guard::IDENTITY_COLLISION)
+                        .resource(Some(rref.clone()))
+                        .at(loc.clone()),
+                );
+            }
+            claims.push((ns, owner.marks.clone(), rref.display()));
+            // Own output names the identity it carries until this run changes it.
+            self_refs.insert(obj.addr, own.clone().unwrap_or_else(|| name.clone()));
+            accounts.push((ns, name.clone()));
+            if let Some(old) = own.as_ref().filter(|old| **old != name) {
+                left.insert((ns, old.clone()));
+            }
+            let Some(spec) = obj.node.path(spec_path).filter(|s| s.is_map()) else {
+                out.findings.push(
+                    Finding::error(format!(
+                        "selected workload has no pod spec at {}",
+                        workload::dotted(spec_path)
+                    ))
+                    .resource(Some(rref))
+                    .field(workload::dotted(spec_path))
+                    .at(loc),
+                );
+                continue;
+            };
+            let mut p = WorkloadPlan {
+                addr: obj.addr,
+                spec_path,
+                name: name.clone(),
+                owner,
+                containers: Vec::new(),
+                spec_changes: false,
+                missing: Vec::new(),
+                json_style: obj.in_flow_document(),
+                own,
+                volume_update: false,
+                strip: Vec::new(),
+                record: None,
+                changes: Vec::new(),
+                applied: false,
+            };
+            let mut findings = Vec::new();
+            check_pod_spec(&obj, spec, cfg, token, &mut p, &mut findings);
+            let first_claim = planned_trios.insert((ns, name.clone()));
+            for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
+                match existing.get(kind, obj.namespace(), &name) {
+                    Some(member) if trio_members.insert(member.addr) => {
+                        check_existing_member(member, &p.owner, &name, &mut findings);
+                    }
+                    Some(_) => {}
+                    None if first_claim => p.missing.push(i),
+                    None => {}
+                }
+            }
+            let ctx = Finding::error("")
+                .resource(Some(rref.clone()))
+                .at(loc.clone());
+            out.findings.extend(findings.into_iter().map(|f| Finding {
+                resource: f.resource.or(ctx.resource.clone()),
+                location: if f.location.file.is_some() {
+                    f.location
+                } else {
+                    // Keep the line of the field the finding is about.
+                    crate::report::Location {
+                        line: f.location.line.or(ctx.location.line),
+                        ..ctx.location.clone()
+                    }
+                },
+                ..f
+            }));
+            out.reports.push(ObjectReport {
+                resource: rref,
+                status: if p.own.is_some() && !p.changes.is_empty() {
+                    Status::Updated(p.changes.clone())
+                } else if p.own.is_none() && (p.spec_changes || !p.missing.is_empty()) {
+                    Status::Injected
+                } else {
+                    Status::Unchanged("already has its identity")
+                },
+            });
+            for &i in &p.missing {
+                let resource = ResourceRef {
+                    api_version: if i == 0 {
+                        "v1".into()
+                    } else {
+                        "rbac.authorization.k8s.io/v1".into()
+                    },
+                    kind: identity::TRIO_KINDS[i].into(),
+                    name: name.clone(),
+                    namespace: obj.namespace().map(Into::into),
+                };
+                out.reports.push(ObjectReport {
+                    resource,
+                    status: Status::Generated,
+                });
+            }
+            // (With errors nothing is applied: the plan goes on to find them all.)
+            let trio = (reread.is_some() && !out.has_errors()).then(|| new_trio(&p, &obj, None));
+            if let Some(doc) = reread {
+                p.applied = true;
+                if let Some(trio) = trio {
+                    done.push(apply_reread(doc, &p, token, trio));
+                }
+            }
+            plans.push(p);
         }
-        plans.push(p);
-    }
+        done
+    });
 
     // The guard runs on the input first: a forged reference blocks injection. A
     // selected workload naming its own derived account is what inject produces.
@@ -403,7 +435,16 @@ fn plan(
         &cleanup.statuses,
         &mut out.reports,
     );
-    (plans, cleanup)
+    (plans, cleanup, done)
+}
+
+/// Why a workload cannot have the identity `name`: `other` in namespace `ns` has it.
+fn collision(rref: &ResourceRef, name: &str, other: &str, ns: Option<&str>) -> String {
+    format!(
+        "{} would get identity {name:?}, which is already {other}'s (namespace {}); an omitted namespace collides with any, and a hashed long name can equal a short one: rename one of them",
+        rref.display(),
+        ns.unwrap_or("omitted")
+    )
 }
 
 /// Reports for the objects that are not selected workloads, in input order.
@@ -416,6 +457,7 @@ fn report_others(
 ) {
     // The selected workloads' reports, each followed by its generated objects'.
     let mut selected_reports = std::mem::take(reports).into_iter().peekable();
+    reports.reserve_exact(objects.len() + selected_reports.len());
     for obj in objects {
         let status = if selected.contains_key(&obj.addr) {
             reports.extend(selected_reports.next());
@@ -448,14 +490,18 @@ pub const HELM_POSTRENDER_FILENAME: &str = "postrenderer.helm.sh/postrender-file
 /// A Helm hook: Helm creates it apart from the release's other objects.
 pub const HELM_HOOK: &str = "helm.sh/hook";
 
-/// Whether inject needs `obj`'s tree after reading it (see `batch::evict`): it may
-/// edit it (a selected workload), match it against others (the kinds of a trio), or
-/// the guard has something to say about it. Everything else passes through as read.
-pub fn needs_tree(obj: &Object, cfg: &Config) -> bool {
-    identity::TRIO_KINDS.contains(&obj.kind())
-        || workload::pod_spec_path(obj.api_version(), obj.kind())
-            .is_some_and(|path| is_selected(obj, path, cfg))
-        || !guard::clean_alone(obj)
+/// What inject needs of `obj` after reading it (see `batch::evict`): the tree of an
+/// object it matches against others (the kinds of a trio) or the guard has something
+/// to say about; a selected workload's when its turn comes, to edit it; nothing of
+/// the rest, which passes through as read.
+pub fn need(obj: &Object, cfg: &Config) -> Need {
+    if identity::TRIO_KINDS.contains(&obj.kind()) || !guard::clean_alone(obj) {
+        return Need::Tree;
+    }
+    match workload::pod_spec_path(obj.api_version(), obj.kind()) {
+        Some(path) if is_selected(obj, path, cfg) => Need::Later,
+        _ => Need::Skeleton,
+    }
 }
 
 fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
@@ -751,35 +797,18 @@ fn conventional_order(v: &serde_json::Value) -> serde_json::Value {
 
 fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: &Cleanup) {
     let mut next_index = next_free_indexes(batch);
-    for p in plans {
-        let mut trio_nodes = Vec::new();
-        if !p.missing.is_empty() {
-            let obj = batch.object(p.addr);
-            let krm = batch.sources[p.addr.source].kind == SourceKind::ResourceList;
-            let trio = identity::trio(&p.name, &p.owner);
-            for &i in &p.missing {
-                let mut node = generated(&trio[i], p.json_style);
-                if krm {
-                    annotate_like(&mut node, &obj, &mut next_index);
-                }
-                // Helm 4 puts post-rendered documents back into files by this
-                // annotation (one without it becomes generated-by-postrender-N.yaml).
-                if let Some(file) = obj.annotation(HELM_POSTRENDER_FILENAME) {
-                    node.path_mut(&["metadata", "annotations"])
-                        .expect("generated objects have annotations")
-                        .set(HELM_POSTRENDER_FILENAME, Node::string(file));
-                }
-                trio_nodes.push(node);
-            }
-        }
+    for p in plans.iter().filter(|p| !p.applied) {
+        let obj = batch.object(p.addr);
+        let krm = batch.sources[p.addr.source].kind == SourceKind::ResourceList;
+        let trio_nodes = new_trio(p, &obj, krm.then_some(&mut next_index));
         // Editing expands a document's aliases: only a workload that changes is edited.
-        if p.record.is_some() || p.spec_changes || p.volume_update || !p.strip.is_empty() {
+        if edits_workload(p) {
             edit_workload(batch.object_mut(p.addr), p, token);
         }
         if !trio_nodes.is_empty() {
             batch.insert_before(p.addr, trio_nodes);
         }
-        batch.freeze_object(p.addr, !cleanup.remove.is_empty());
+        batch.freeze_object(p.addr);
     }
     for (addr, spec_path) in &cleanup.prune {
         uninject::strip(batch.object_mut(*addr), spec_path);
@@ -788,6 +817,57 @@ fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: 
         batch.remove(*addr);
     }
     batch.commit_inserts();
+}
+
+/// `apply` for one workload whose document was read again: edited, then written at
+/// once with its new trio (`batch::written`, `batch::freeze`), so that only what
+/// writes them is kept: the edits to its text, the trio's bytes.
+fn apply_reread(mut doc: Document, p: &WorkloadPlan, token: &TokenSpec, trio: Vec<Node>) -> Done {
+    if edits_workload(p) {
+        edit_workload(doc.edit(), p, token);
+    }
+    let doc = batch::written(doc);
+    let mut before: Vec<Document> = trio.into_iter().map(Document::new).collect();
+    before.iter_mut().for_each(batch::freeze);
+    Done {
+        addr: p.addr,
+        doc,
+        before,
+    }
+}
+
+fn edits_workload(p: &WorkloadPlan) -> bool {
+    p.record.is_some() || p.spec_changes || p.volume_update || !p.strip.is_empty()
+}
+
+/// The trio members a workload's plan adds: annotated like the workload in a
+/// ResourceList (`next_index` given), and for Helm 4's post-renderer.
+fn new_trio(
+    p: &WorkloadPlan,
+    obj: &Object,
+    mut next_index: Option<&mut BTreeMap<String, usize>>,
+) -> Vec<Node> {
+    if p.missing.is_empty() {
+        return Vec::new();
+    }
+    let trio = identity::trio(&p.name, &p.owner);
+    p.missing
+        .iter()
+        .map(|&i| {
+            let mut node = generated(&trio[i], p.json_style);
+            if let Some(next_index) = next_index.as_deref_mut() {
+                annotate_like(&mut node, obj, next_index);
+            }
+            // Helm 4 puts post-rendered documents back into files by this
+            // annotation (one without it becomes generated-by-postrender-N.yaml).
+            if let Some(file) = obj.annotation(HELM_POSTRENDER_FILENAME) {
+                node.path_mut(&["metadata", "annotations"])
+                    .expect("generated objects have annotations")
+                    .set(HELM_POSTRENDER_FILENAME, Node::string(file));
+            }
+            node
+        })
+        .collect()
 }
 
 fn edit_workload(root: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {

@@ -1,15 +1,19 @@
-//! `inject` drops the tree of every document it will not touch as soon as it is read
-//! (`batch::evict`) and writes each edited document as soon as it is done with it
-//! (`Batch::freeze`). Neither may change anything: over real files, generated
-//! streams, re-injection with other settings (updates, naming changes that remove
-//! trios, prune) and hand-made edge cases, its stdout, stderr and verdict are those
-//! of the same run holding every tree to the end.
+//! `inject` drops the tree of every document as soon as it is read (`batch::evict`),
+//! unless the guard or a trio needs it; it reads a selected workload again when its
+//! turn comes (`Document::reread`) and writes each edited document as soon as it is
+//! done with it (`Batch::freeze`). `validate` drops what the guard finds nothing in
+//! on its own. None of it may change anything: over real files, generated streams,
+//! re-injection with other settings (updates, naming changes that remove trios,
+//! prune) and hand-made edge cases, stdout, stderr and verdict are those of the same
+//! run holding every tree to the end.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 
-use kubectl_nvcf_worker::commands::{inject, inject_holding_trees, StreamFormat};
+use kubectl_nvcf_worker::commands::{
+    inject, inject_holding_trees, validate, validate_holding_trees, StreamFormat, ValidateFormat,
+};
 use kubectl_nvcf_worker::config::Config;
 use kubectl_nvcf_worker::identity::Naming;
 use kubectl_nvcf_worker::selector::Selector;
@@ -54,6 +58,28 @@ fn same(path: &Path, cfg: &Config, what: &str) -> Run {
     streamed
 }
 
+/// `validate` drops what the guard finds nothing in on its own as it reads; its
+/// verdict and report (text, JSON, SARIF) are those of the run holding every tree.
+fn same_validation(path: &Path, what: &str) {
+    let paths = [path.display().to_string()];
+    for format in [
+        ValidateFormat::Text,
+        ValidateFormat::Json,
+        ValidateFormat::Sarif,
+    ] {
+        let (mut held, mut dropped) = (Vec::new(), Vec::new());
+        let held_ok = validate_holding_trees(&paths, format, &mut held).map_err(|e| e.to_string());
+        let dropped_ok = validate(&paths, format, &mut dropped).map_err(|e| e.to_string());
+        assert_eq!(dropped_ok, held_ok, "{what}: validate verdict ({format:?})");
+        assert!(
+            dropped == held,
+            "{what}: validate report ({format:?}):\n{}\n---\n{}",
+            String::from_utf8_lossy(&dropped),
+            String::from_utf8_lossy(&held)
+        );
+    }
+}
+
 fn cfg(selector: &str, naming: Naming, cluster: &str, prune: bool) -> Config {
     Config {
         cluster_id: Some(cluster.into()),
@@ -85,6 +111,7 @@ fn check_input(dir: &Path, name: &str, text: &str) -> usize {
 fn check_with(dir: &Path, name: &str, text: &str, configs: Vec<(&str, Config)>) -> usize {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
+    same_validation(&path, name);
     let mut injected = 0;
     for (label, c) in configs {
         let first = same(&path, &c, &format!("{name} ({label})"));
@@ -94,6 +121,7 @@ fn check_with(dir: &Path, name: &str, text: &str, configs: Vec<(&str, Config)>) 
         injected += 1;
         let again = dir.join(format!("again-{name}"));
         std::fs::write(&again, &first.stdout).unwrap();
+        same_validation(&again, &format!("{name} ({label}), injected"));
         let naming = match c.naming {
             Naming::PerWorkload => Naming::PerNamespace,
             Naming::PerNamespace => Naming::PerWorkload,
@@ -138,6 +166,8 @@ fn real_files_come_out_the_same_as_when_every_tree_is_held() {
         injected > 100,
         "most files have a workload to inject: {injected}"
     );
+    // All at once, inputs and outputs: trios and claims meet across files.
+    same_validation(dir.path(), "the whole corpus, injected and not");
 }
 
 #[test]
@@ -190,6 +220,22 @@ fn edge_cases_come_out_the_same_as_when_every_tree_is_held() {
         (
             "hook.yaml",
             format!("{cm}---\n{}", pod("h", "").replace("  labels:", "  annotations:\n    helm.sh/hook: pre-install\n  labels:")),
+        ),
+        // Selected workloads are dropped as read and read again when edited: from
+        // a stream with directives (never dropped), CRLF, a byte order mark, an
+        // explicit end, comments between documents, no final line break.
+        (
+            "directives.yaml",
+            format!("%YAML 1.1\n---\n{}...\n%YAML 1.1\n---\n{}---\n{}", pod("a", ""), pod("b", ""), pod("c", "")),
+        ),
+        (
+            "crlf.yaml",
+            format!("{}---\n{cm}---\n{}", pod("a", ""), pod("b", "")).replace('\n', "\r\n"),
+        ),
+        ("bom.yaml", format!("\u{feff}{}---\n{}", pod("a", ""), pod("b", ""))),
+        (
+            "ends.yaml",
+            format!("# a\n{}...\n# after a\n--- # b\n{}\n\n# after b\n---\n{}", pod("a", ""), pod("b", ""), pod("c", "").trim_end()),
         ),
     ];
     let dir = tempfile::tempdir().unwrap();

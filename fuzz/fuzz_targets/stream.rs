@@ -1,7 +1,9 @@
-//! Parse, emit, re-parse: the emitted stream must parse to the same values, and
-//! `read::load` must answer without panicking.
+//! Parse, emit, re-parse: the emitted stream must parse to the same values;
+//! `read::load` must answer without panicking; a document dropped as read must read
+//! again to the same tree.
 #![no_main]
 
+use kubectl_nvcf_worker::manifest::batch::{evict, Batch, Need};
 use kubectl_nvcf_worker::manifest::{self, parse_stream, read};
 use libfuzzer_sys::fuzz_target;
 
@@ -23,8 +25,22 @@ fuzz_target!(|data: &[u8]| {
         };
         assert_eq!(values(&docs), values(&again), "round trip changed a value");
     }
-    let _ = read::load(read::Input {
+    let input = || read::Input {
         name: "fuzz".into(),
         bytes: data.to_vec(),
-    });
+    };
+    // A document dropped as read (as `inject` drops a selected workload's) reads
+    // again from its bytes to the very tree it had: values, text, style, lines and
+    // byte spans (`Debug` shows them all).
+    if let Ok(held) = read::load(input()) {
+        let drop_all = |d: &mut manifest::Document| evict(d, &[], |_| Need::Later);
+        let dropped = read::load_with(input(), Some(&drop_all)).expect("read as before");
+        let batch = Batch::new(vec![dropped]);
+        for again in batch.with_rereads(|r| r.collect::<Vec<_>>()) {
+            let was = &held.docs[again.index];
+            assert_eq!(format!("{:?}", again.root), format!("{:?}", was.root));
+            assert_eq!(format!("{:?}", again.resolved), format!("{:?}", was.resolved));
+            assert_eq!((again.line, again.region, again.body), (was.line, was.region, was.body));
+        }
+    }
 });

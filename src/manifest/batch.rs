@@ -5,7 +5,7 @@
 //! kubectl's own code by `tests/differential.rs`).
 
 use super::node::Node;
-use super::parse::{Document, Edited};
+use super::parse::{reread, Document, Edited, Frozen};
 use crate::report::{Location, ResourceRef};
 
 /// Annotations kpt and kustomize use to say which file an item came from.
@@ -57,6 +57,9 @@ pub struct Batch {
     /// Objects to remove at the next commit (documents, List items).
     removals: Vec<Addr>,
 }
+
+/// How many dropped documents `Batch::with_rereads` reads ahead of the one in work.
+const READ_AHEAD: usize = 8;
 
 /// An object with its address and where to report it.
 #[derive(Clone, Copy)]
@@ -136,9 +139,26 @@ impl<'a> Object<'a> {
         }
     }
     /// Whether only the object's skeleton is left (`evict`): it was found to need
-    /// nothing more when it was read.
+    /// nothing more when it was read, or to need its tree only `Later`.
     pub fn is_evicted(&self) -> bool {
         self.doc.evicted
+    }
+    /// Whether its tree was dropped to be read again when its turn comes.
+    pub fn is_reread(&self) -> bool {
+        self.doc.reread
+    }
+    /// The object in `doc`, its own document read again (`parse::reread`).
+    pub fn in_document<'b>(&self, doc: &'b Document) -> Object<'b>
+    where
+        'a: 'b,
+    {
+        assert!(self.addr.item.is_none(), "a document of its own");
+        Object {
+            addr: self.addr,
+            node: doc.view(),
+            source: self.source,
+            doc,
+        }
     }
     /// Whether the document this object is in is written as JSON (flow style).
     pub fn in_flow_document(&self) -> bool {
@@ -188,13 +208,25 @@ fn doc_objects<'a>(
     }
 }
 
-/// Drops the tree of a stream document (just read, not yet in a batch) when `keep`
-/// wants none of its objects, leaving each object's skeleton: what is still read of
-/// an object a run passes through untouched (type, name, namespace and the
-/// `annotations` named). The document is then written from its text, and its tree
-/// is never held with the rest of the stream: a large stream needs memory for the
-/// objects a run works on, not for all of them.
-pub fn evict(doc: &mut Document, annotations: &[&str], keep: impl Fn(&Object) -> bool) {
+/// What a run needs of an object it has just read (`evict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// Its tree, from now to the end.
+    Tree,
+    /// Its tree when its turn comes: a document of its own may be read again then.
+    Later,
+    /// Its skeleton: it passes through as read.
+    Skeleton,
+}
+
+/// Drops the tree of a stream document (just read, not yet in a batch) when `need`
+/// wants none of its objects' trees now, leaving each object's skeleton: what is
+/// still read of an object a run passes through untouched (type, name, namespace
+/// and the `annotations` named). The document is then written from its text, or
+/// read again when wanted `Later` (`Document::reread`), and its tree is never held
+/// with the rest of the stream: a large stream needs memory for the objects a run
+/// is working on, not for all of them.
+pub fn evict(doc: &mut Document, annotations: &[&str], need: impl Fn(&Object) -> Need) {
     let scratch = Source {
         name: String::new(),
         kind: SourceKind::Stream,
@@ -202,10 +234,18 @@ pub fn evict(doc: &mut Document, annotations: &[&str], keep: impl Fn(&Object) ->
     };
     let mut objects = Vec::new();
     doc_objects(0, &scratch, 0, doc, &mut objects);
-    if objects.iter().any(keep) {
-        return;
+    let mut later = false;
+    for o in &objects {
+        match need(o) {
+            Need::Tree => return,
+            // An item of a List is edited inside its document: kept whole.
+            Need::Later if o.addr.item.is_some() || doc.directives => return,
+            Need::Later => later = true,
+            Need::Skeleton => {}
+        }
     }
     keep_skeleton(doc, annotations);
+    doc.reread = later;
 }
 
 /// Replaces a document's tree by the skeletons of its objects.
@@ -225,43 +265,77 @@ fn keep_skeleton(doc: &mut Document, annotations: &[&str]) {
     doc.evicted = true;
 }
 
-/// Writes a document now and keeps only its bytes (`Edited::Frozen`) and skeleton;
-/// an untouched one keeps its text. Left as it is when the bytes would not begin
-/// with what precedes its body, which `write_docs` may write apart.
-fn freeze(doc: &mut Document) {
-    if doc.evicted {
+/// Writes a document now, keeping only what writes it (`Edited::Frozen`) and its
+/// skeleton; an untouched one keeps its text. Left as it is when the bytes would
+/// not begin with what precedes its body, which `write_docs` may write apart.
+pub fn freeze(doc: &mut Document) {
+    if doc.evicted || !write_now(doc) {
         return;
     }
-    if doc.text.is_none() || !matches!(doc.edited, Edited::No) {
-        let bytes = super::splice::render_doc(doc);
+    if doc.text.is_some() {
+        keep_skeleton(doc, &[]);
+    } else {
+        // A new document was reported when it was planned; only the writer reads
+        // it again, and an empty mapping is not an empty document.
+        doc.root = Node::map(Vec::new());
+        doc.resolved = None;
+        doc.evicted = true;
+    }
+}
+
+/// A document read again (`Document::reread`) and done with, as what writes it
+/// (`Edited::Frozen`, or `No` when untouched: its skeleton in the batch is all else
+/// the run needs), or whole when it cannot be written ahead (`put_back`).
+pub fn written(mut doc: Document) -> Result<Edited, Box<Document>> {
+    match write_now(&mut doc) {
+        true => Ok(doc.edited),
+        false => Err(Box::new(doc)),
+    }
+}
+
+/// Writes an edited or new document now (`Edited::Frozen`), unless its bytes would
+/// not begin with what precedes its body; whether its tree is no longer needed.
+fn write_now(doc: &mut Document) -> bool {
+    if doc.text.is_some() && matches!(doc.edited, Edited::No) {
+        return true; // written from its text
+    }
+    let mut frozen = super::splice::frozen(doc);
+    if let Frozen::Bytes(bytes) = &mut frozen {
         let head_kept = match &doc.text {
             Some(text) => bytes.starts_with(&text[doc.region.0..doc.body]),
             None => bytes.starts_with(b"---"),
         };
         if !head_kept {
-            return;
+            return false;
         }
-        doc.edited = Edited::Frozen(bytes);
+        bytes.shrink_to_fit(); // held to the end of the run
     }
-    keep_skeleton(doc, &[]);
+    doc.edited = Edited::Frozen(frozen);
+    true
 }
 
 /// An object's type, name, namespace and the `annotations` named, with their lines.
+/// Held for every object of a stream, so each list is allocated at its exact size.
 fn skeleton(n: &Node, annotations: &[&str]) -> Node {
-    let copy = |from: &Node, keys: &[&str]| -> Vec<(Node, Node)> {
-        keys.iter().filter_map(|k| from.entry(k).cloned()).collect()
+    let copy = |from: &Node, keys: &[&str], more: Option<(&Node, Node)>| {
+        let found = keys.iter().filter_map(|k| from.entry(k));
+        let mut kept = Vec::with_capacity(found.clone().count() + usize::from(more.is_some()));
+        kept.extend(found.cloned());
+        kept.extend(more.map(|(k, v)| (k.clone(), v)));
+        kept
     };
-    let mut entries = copy(n, &["apiVersion", "kind"]);
-    if let Some((key, meta)) = n.entry("metadata") {
-        let mut m = copy(meta, &["name", "namespace"]);
-        if let Some((akey, a)) = meta.entry("annotations") {
-            let kept = copy(a, annotations);
-            if !kept.is_empty() {
-                m.push((akey.clone(), Node::map(kept)));
-            }
-        }
-        entries.push((key.clone(), Node::map(m)));
-    }
+    let metadata = n.entry("metadata").map(|(key, meta)| {
+        let annotations = meta
+            .entry("annotations")
+            .map(|(akey, a)| (akey, copy(a, annotations, None)))
+            .filter(|(_, kept)| !kept.is_empty())
+            .map(|(akey, kept)| (akey, Node::map(kept)));
+        (
+            key,
+            Node::map(copy(meta, &["name", "namespace"], annotations)),
+        )
+    });
+    let entries = copy(n, &["apiVersion", "kind"], metadata);
     Node {
         line: n.line,
         span: n.span,
@@ -332,10 +406,9 @@ impl Batch {
 
     /// Writes the document of the object at `addr` now, and the new documents
     /// queued beside it, when the batch is frozen as it goes (`freeze`) and nothing
-    /// else will change them: the object is a document of its own, and no document
-    /// is taken out before a new one goes to the stream's start. A run then holds
+    /// else will change them: the object is a document of its own. A run then holds
     /// the trees of the documents it is editing, not of all it edited.
-    pub fn freeze_object(&mut self, addr: Addr, removals_planned: bool) {
+    pub fn freeze_object(&mut self, addr: Addr) {
         if !self.freeze
             || addr.item.is_some()
             || self.sources[addr.source].kind != SourceKind::Stream
@@ -343,9 +416,6 @@ impl Batch {
             return;
         }
         freeze(&mut self.sources[addr.source].docs[addr.doc]);
-        if addr.doc == 0 || removals_planned {
-            return; // a new first document's `---` depends on the one after it
-        }
         for (_, _, docs) in self
             .inserts
             .iter_mut()
@@ -354,6 +424,55 @@ impl Batch {
         {
             docs.iter_mut().for_each(freeze);
         }
+    }
+
+    /// Puts back a document read again (`Document::reread`) and done with (see
+    /// `written`), with the new documents to go before it.
+    pub fn put_back(
+        &mut self,
+        addr: Addr,
+        doc: Result<Edited, Box<Document>>,
+        before: Vec<Document>,
+    ) {
+        assert!(addr.item.is_none(), "a document of its own");
+        let held = &mut self.sources[addr.source].docs[addr.doc];
+        match doc {
+            Ok(edited) => {
+                held.edited = edited;
+                held.reread = false;
+            }
+            Err(whole) => *held = *whole,
+        }
+        if !before.is_empty() {
+            self.inserts.push((addr, true, before));
+        }
+    }
+
+    /// Runs `f` with the documents dropped to be read again (`Need::Later`), read
+    /// again in input order: on a thread of their own when there is a core to
+    /// spare, a few ahead of the one `f` works on, so that `f` rarely waits.
+    pub fn with_rereads<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = Document>) -> R) -> R {
+        let dropped = || {
+            self.sources
+                .iter()
+                .flat_map(|s| s.docs.iter())
+                .filter(|d| d.reread)
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cores < 2 || dropped().next().is_none() {
+            return f(&mut dropped().map(reread));
+        }
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+            s.spawn(move || {
+                for d in dropped() {
+                    if tx.send(reread(d)).is_err() {
+                        break; // `f` is done
+                    }
+                }
+            });
+            f(&mut rx.into_iter())
+        })
     }
 
     /// Applies queued inserts; addresses taken before are invalid afterwards.
@@ -433,5 +552,147 @@ impl Batch {
     /// `commit_inserts`.
     pub fn remove(&mut self, addr: Addr) {
         self.removals.push(addr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::parse::{attach_text, parse_stream};
+    use crate::manifest::splice::write_docs;
+
+    /// Every node's line and byte span, in order (`Span`s always compare equal).
+    fn marks(n: &Node, out: &mut Vec<(u32, u32, u32)>) {
+        out.push((n.line, n.span.start, n.span.end));
+        if let Some(items) = n.items() {
+            items.iter().for_each(|i| marks(i, out));
+        }
+        if let Some(entries) = n.entries() {
+            for (k, v) in entries {
+                marks(k, out);
+                marks(v, out);
+            }
+        }
+    }
+
+    fn all_marks(n: &Node) -> Vec<(u32, u32, u32)> {
+        let mut out = Vec::new();
+        marks(n, &mut out);
+        out
+    }
+
+    fn read(text: &str) -> Vec<Document> {
+        let mut docs = parse_stream(text.as_bytes()).unwrap();
+        attach_text(&mut docs, std::sync::Arc::new(text.as_bytes().to_vec()));
+        docs
+    }
+
+    /// Drops every document's tree as `Need::Later` does and reads the dropped ones
+    /// again: each comes back as it was first read, node for node, at the same
+    /// lines and bytes. A List (edited inside) and a document after directives
+    /// (which its bytes alone would not carry) keep their trees.
+    #[test]
+    fn a_dropped_document_reads_again_as_it_was_read() {
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                "# head\napiVersion: v1\nkind: Pod\nmetadata:\n  name: a # c\n---\n# between\nkind: X\nmetadata: {name: b}\n...\n# after its end\n---\n{\"kind\": \"Y\", \"metadata\": {\"name\": \"c\"}}\n",
+                &["a", "b", "c"],
+            ),
+            (
+                "\u{feff}kind: A\r\nmetadata:\r\n  name: a\r\n---\r\nkind: B\r\nmetadata:\r\n  name: b\r\n",
+                &["a", "b"],
+            ),
+            (
+                "kind: A\nmetadata: &m\n  name: a\nspec:\n  <<: *m\n---\nkind: B\nmetadata:\n  name: b\n  labels: {x: &y z, w: *y}\n",
+                &["a", "b"],
+            ),
+            (
+                "%YAML 1.1\n---\nkind: A\nmetadata:\n  name: a\n...\n%YAML 1.1\n---\nkind: B\nmetadata:\n  name: b\n---\nkind: C\nmetadata:\n  name: c\n",
+                &["c"],
+            ),
+            (
+                "kind: A\nmetadata:\n  name: a\n---\nkind: B\nmetadata:\n  name: b\ndata:\n  k: |\n    ---\n    x",
+                &["a", "b"],
+            ),
+            (
+                "kind: List\nitems:\n- kind: A\n  metadata: {name: a}\n---\n--- \nkind: B\nmetadata:\n  name: b\n",
+                &["b"],
+            ),
+            (
+                "--- # c\nkind: A\nmetadata:\n  name: a\n\n\n--- !!map\nkind: B\nmetadata:\n  name: b\n",
+                &["a", "b"],
+            ),
+        ];
+        for (text, reread_names) in cases {
+            let held = read(text);
+            let mut dropped = held.clone();
+            for d in dropped.iter_mut().filter(|d| !d.is_empty()) {
+                evict(d, &[], |_| Need::Later);
+            }
+            let batch = Batch::new(vec![Source {
+                name: "s".into(),
+                kind: SourceKind::Stream,
+                docs: dropped,
+            }]);
+            let again: Vec<Document> = batch.with_rereads(|r| r.collect());
+            let names: Vec<&str> = again
+                .iter()
+                .map(|d| d.view().str_at(&["metadata", "name"]).unwrap())
+                .collect();
+            assert_eq!(names, reread_names, "{text:?}");
+            for d in &again {
+                let was = &held[d.index];
+                assert_eq!(d.root, was.root, "{text:?}");
+                assert_eq!(d.resolved, was.resolved, "{text:?}");
+                assert_eq!(all_marks(&d.root), all_marks(&was.root), "{text:?}");
+                assert_eq!(
+                    (d.explicit_start, d.explicit_end, d.line, d.region, d.body),
+                    (
+                        was.explicit_start,
+                        was.explicit_end,
+                        was.line,
+                        was.region,
+                        was.body
+                    ),
+                    "{text:?}"
+                );
+                assert!(!d.reread && !d.evicted && matches!(d.edited, Edited::No));
+            }
+        }
+    }
+
+    /// A new document written as soon as it is made (`freeze`) comes out as it would
+    /// have unfrozen, also where it starts a stream that has no `---`.
+    #[test]
+    fn a_frozen_new_document_is_written_as_an_unfrozen_one() {
+        let object = || {
+            let meta = Node::map(vec![(Node::string("name"), Node::string("w"))]);
+            Node::map(vec![
+                (Node::string("kind"), Node::string("ServiceAccount")),
+                (Node::string("metadata"), meta),
+            ])
+        };
+        for source in ["kind: A\n", "---\nkind: A\n", "# head\nkind: A\n"] {
+            for json in [false, true] {
+                let node = if json {
+                    object().into_json_style()
+                } else {
+                    object()
+                };
+                let written = |freeze_new: bool| {
+                    let mut fresh = Document::new(node.clone());
+                    if freeze_new {
+                        freeze(&mut fresh);
+                        assert!(matches!(fresh.edited, Edited::Frozen(_)));
+                    }
+                    let mut docs = vec![fresh];
+                    docs.extend(read(source));
+                    let mut out = Vec::new();
+                    write_docs(&docs, &mut out);
+                    String::from_utf8(out).unwrap()
+                };
+                assert_eq!(written(true), written(false), "{source:?} json={json}");
+            }
+        }
     }
 }

@@ -90,10 +90,22 @@ pub enum Edited {
     Spliced(Box<Node>),
     /// Edited in its expanded form (it had aliases or merge keys): written anew.
     Rewritten,
-    /// Edited and already written (`batch::freeze`): its bytes from its region's
-    /// start (a new document's with its `---`); only its skeleton is left.
-    Frozen(Vec<u8>),
+    /// Edited and already written (`batch::freeze`); only its skeleton is left.
+    Frozen(Frozen),
 }
+
+/// An edited document written ahead of the rest of its stream.
+#[derive(Clone, Debug)]
+pub enum Frozen {
+    /// Spliced: the edits to its source text, applied when it is written (the
+    /// text is held anyway), so it costs what was added, not a copy of itself.
+    Edits(Vec<Edit>),
+    /// Its bytes from its region's start (a new document's with its `---`).
+    Bytes(Vec<u8>),
+}
+
+/// `(start, stop, with)`: the source's `text[start..stop]` replaced by `with`.
+pub type Edit = (usize, usize, Box<[u8]>);
 
 /// One YAML document of a stream.
 #[derive(Clone, Debug)]
@@ -122,6 +134,12 @@ pub struct Document {
     /// Its tree was dropped after reading, leaving each object's skeleton
     /// (`batch::skeleton`): nothing in it needs more, and it is written as read.
     pub evicted: bool,
+    /// Dropped though a run edits it: read again from its bytes when its turn
+    /// comes (`reread`), so a large stream's edited trees are not all held at once.
+    pub reread: bool,
+    /// `%YAML` or `%TAG` directives precede it: its bytes alone would not mean the
+    /// same, so it is never read again on its own.
+    pub directives: bool,
 }
 
 impl Document {
@@ -139,6 +157,8 @@ impl Document {
             edited: Edited::No,
             crlf: false,
             evicted: false,
+            reread: false,
+            directives: false,
         }
     }
 
@@ -268,7 +288,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
     let mut scratch_entries: Vec<(Node, Node)> = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
-    let mut doc_start = (false, 0u32, 0usize);
+    let mut doc_start = (false, 0u32, 0usize, false);
     let mut has_refs = false;
     let mut last_line = 1;
     // libyaml-safer's marks count bytes after a UTF-8 byte order mark.
@@ -314,8 +334,13 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
         let complete = match event.data {
             EventData::StreamStart { .. } => continue,
             EventData::StreamEnd => break,
-            EventData::DocumentStart { implicit, .. } => {
-                doc_start = (!implicit, line, span.start as usize);
+            EventData::DocumentStart {
+                implicit,
+                version_directive,
+                tag_directives,
+            } => {
+                let directives = version_directive.is_some() || !tag_directives.is_empty();
+                doc_start = (!implicit, line, span.start as usize, directives);
                 has_refs = false;
                 continue;
             }
@@ -341,6 +366,8 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     edited: Edited::No,
                     crlf: false,
                     evicted: false,
+                    reread: false,
+                    directives: doc_start.3,
                 });
                 continue;
             }
@@ -525,6 +552,69 @@ pub fn attach_text(docs: &mut [Document], text: std::sync::Arc<Vec<u8>>) {
     for d in docs {
         d.text = Some(text.clone());
         d.crlf = crlf;
+    }
+}
+
+/// Moves the nodes of a piece of a stream, parsed on its own, to their lines and
+/// byte offsets in the whole stream.
+pub(super) fn shift_lines(n: &mut Node, by: u32, bytes: u32) {
+    if n.line > 0 {
+        n.line += by;
+        n.span.start += bytes;
+        n.span.end += bytes;
+    }
+    match &mut n.value {
+        Value::Seq { items, .. } => items.iter_mut().for_each(|i| shift_lines(i, by, bytes)),
+        Value::Map { entries, .. } => entries.iter_mut().for_each(|(k, v)| {
+            shift_lines(k, by, bytes);
+            shift_lines(v, by, bytes);
+        }),
+        Value::Scalar(_) | Value::Alias(_) => {}
+    }
+}
+
+/// A document whose tree was dropped (`Document::reread`), parsed again from its
+/// region of the stream: the tree it had when the stream was read. A region parses
+/// alone as it did in the stream (the chunks of `parallel` rely on the same), unless
+/// directives precede the document, and such a document is never dropped to be read
+/// again. Its skeleton's root says where the object lies, which shifts the new tree
+/// to the stream's lines without counting them.
+pub fn reread(doc: &Document) -> Document {
+    assert!(
+        doc.reread && !doc.directives,
+        "only a dropped document is read again"
+    );
+    let text = doc.text.as_ref().expect("a source document");
+    let (from, end) = doc.region;
+    let mark = &doc.root;
+    let lines_before = mark.line
+        - 1
+        - text[from..mark.span.start as usize]
+            .iter()
+            .filter(|&&c| c == b'\n')
+            .count() as u32;
+    let mut docs = parse_stream(&text[from..end]).expect("a document read once reads again");
+    assert_eq!(docs.len(), 1, "a document's region holds one document");
+    let mut fresh = docs.pop().expect("one document");
+    shift_lines(&mut fresh.root, lines_before, from as u32);
+    if let Some(r) = &mut fresh.resolved {
+        shift_lines(r, lines_before, from as u32);
+    }
+    let root = fresh.view();
+    assert!(
+        fresh.line + lines_before == doc.line
+            && (root.line, root.span.start, root.span.end)
+                == (mark.line, mark.span.start, mark.span.end),
+        "a document read again lies where it was read"
+    );
+    Document {
+        index: doc.index,
+        line: doc.line,
+        text: doc.text.clone(),
+        region: doc.region,
+        body: doc.body,
+        crlf: doc.crlf,
+        ..fresh
     }
 }
 

@@ -13,7 +13,7 @@
 
 use super::emit::{node_to_yaml, YamlWriter};
 use super::node::{Node, Style, Value};
-use super::parse::{Document, Edited};
+use super::parse::{Document, Edit, Edited, Frozen};
 
 /// Writes the documents of one stream: source documents as their (spliced) bytes,
 /// documents this tool made as new `---` documents where they stand. Comments
@@ -155,9 +155,19 @@ pub fn starts_explicitly(docs: &[Document]) -> bool {
 }
 
 fn write_emitted(doc: &Document, explicit_start: bool, out: &mut Vec<u8>) {
-    if let Edited::Frozen(bytes) = &doc.edited {
-        // Frozen only where it follows another document (`batch::freeze`).
-        assert!(explicit_start, "a frozen new document starts with `---`");
+    if let Edited::Frozen(frozen) = &doc.edited {
+        let Frozen::Bytes(bytes) = frozen else {
+            unreachable!("a new document has no source to edit");
+        };
+        // Frozen with its `---` (`render_doc`), which goes where the document
+        // starts a stream without one; the rest is the same either way, as the
+        // emitter writes the marker on a line of its own.
+        let bytes = match explicit_start {
+            true => &bytes[..],
+            false => bytes
+                .strip_prefix(b"---\n")
+                .expect("a new document is written with its `---` on a line of its own"),
+        };
         out.extend_from_slice(bytes);
         return;
     }
@@ -179,11 +189,12 @@ fn write_source_doc(doc: &Document, out: &mut Vec<u8>, from_body: bool) {
     match &doc.edited {
         Edited::No => out.extend_from_slice(&text[from..end]),
         Edited::Spliced(old) => match splice(text, old, &doc.root, from, end, doc.crlf) {
-            Some(bytes) => out.extend_from_slice(&bytes),
+            Some(edits) => apply_edits(text, from, end, &edits, doc.crlf, out),
             None => rewrite(doc, text, from, out),
         },
         Edited::Rewritten => rewrite(doc, text, from, out),
-        Edited::Frozen(bytes) => out.extend_from_slice(&bytes[from - start..]),
+        Edited::Frozen(Frozen::Edits(edits)) => apply_edits(text, from, end, edits, doc.crlf, out),
+        Edited::Frozen(Frozen::Bytes(bytes)) => out.extend_from_slice(&bytes[from - start..]),
     }
 }
 
@@ -205,8 +216,9 @@ fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
     write_emitted(doc, doc.explicit_start, out);
 }
 
-/// The bytes `text[from..end]` with the differences between `old` and `new` spliced
-/// in, or `None` when they cannot be spliced faithfully.
+/// The edits that turn `text` into the bytes of `new`, the tree `old` (read from
+/// it) edited, or `None` when they cannot be spliced faithfully. Sorted, apart, and
+/// within `text[from..end]`: `apply_edits` cannot fail.
 fn splice(
     text: &[u8],
     old: &Node,
@@ -214,7 +226,7 @@ fn splice(
     from: usize,
     end: usize,
     crlf: bool,
-) -> Option<Vec<u8>> {
+) -> Option<Vec<Edit>> {
     if !same_node(old, new) {
         return None;
     }
@@ -223,40 +235,80 @@ fn splice(
     let mut edits = s.edits;
     // An insertion goes before a removal or replacement starting at the same place.
     edits.sort_by_key(|e| (e.0, e.1));
-    let mut out = Vec::with_capacity(end - from + 256);
     let mut at = from;
-    for (start, stop, new_text) in edits {
+    for &(start, stop, _) in &edits {
         if start < at || stop > end {
             return None;
         }
+        at = stop;
+    }
+    let lines = |t: String| match crlf {
+        true => t.replace('\n', "\r\n"),
+        false => t,
+    };
+    Some(
+        edits
+            .into_iter()
+            .map(|(start, stop, t)| (start, stop, lines(t).into_bytes().into_boxed_slice()))
+            .collect(),
+    )
+}
+
+/// The bytes `text[from..end]` with `edits` (from `splice`) spliced in, appended to
+/// `out`.
+fn apply_edits(
+    text: &[u8],
+    from: usize,
+    end: usize,
+    edits: &[Edit],
+    crlf: bool,
+    out: &mut Vec<u8>,
+) {
+    let base = out.len();
+    let nl: &[u8] = if crlf { b"\r\n" } else { b"\n" };
+    let mut at = from;
+    for (start, stop, chunk) in edits {
+        let (start, stop) = (*start, *stop);
         out.extend_from_slice(&text[at..start]);
-        let nl: &str = if crlf { "\r\n" } else { "\n" };
-        let chunk = if crlf {
-            new_text.replace('\n', "\r\n")
-        } else {
-            new_text
-        };
         // A file that ends without a line break still does after the edit (and so
         // taking the added lines out again gives back the same bytes): lines added
         // at its end go after a line break, without one of their own...
-        if start == text.len() && out.last().is_some_and(|&b| b != b'\n') && chunk.ends_with('\n') {
-            out.extend_from_slice(nl.as_bytes());
-            out.extend_from_slice(&chunk.as_bytes()[..chunk.len() - nl.len()]);
+        let mine = &out[base..];
+        if start == text.len() && mine.last().is_some_and(|&b| b != b'\n') && chunk.ends_with(b"\n")
+        {
+            out.extend_from_slice(nl);
+            out.extend_from_slice(&chunk[..chunk.len() - nl.len()]);
         } else {
-            out.extend_from_slice(chunk.as_bytes());
+            out.extend_from_slice(chunk);
         }
         // ...and removing its last lines takes the line break before them.
         if stop == text.len() && stop > start && chunk.is_empty() && !text.ends_with(b"\n") {
-            if out.ends_with(b"\r\n") {
+            let mine = &out[base..];
+            if mine.ends_with(b"\r\n") {
                 out.truncate(out.len() - 2);
-            } else if out.ends_with(b"\n") {
+            } else if mine.ends_with(b"\n") {
                 out.pop();
             }
         }
         at = stop;
     }
     out.extend_from_slice(&text[at..end]);
-    Some(out)
+}
+
+/// What `batch::freeze` keeps of an edited or new document to write it later: a
+/// spliced source document's edits, else its bytes (`render_doc`).
+pub fn frozen(doc: &Document) -> Frozen {
+    if let (Some(text), Edited::Spliced(old)) = (&doc.text, &doc.edited) {
+        let (from, end) = doc.region;
+        // Edits within its body apply as well when it is written from there.
+        match splice(text, old, &doc.root, from, end, doc.crlf) {
+            Some(edits) if edits.first().is_none_or(|e| e.0 >= doc.body) => {
+                return Frozen::Edits(edits)
+            }
+            _ => {}
+        }
+    }
+    Frozen::Bytes(render_doc(doc))
 }
 
 /// `Some(k)` when a flow collection kept its first `k` children in place (k > 0) and
