@@ -5,33 +5,10 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use kubectl_nvcf_worker::manifest::parse_stream;
 use kubectl_nvcf_worker::manifest::read::object_problem;
 use support::*;
-
-fn corpus_dir() -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/real/kubernetes-examples");
-    assert!(
-        dir.is_dir(),
-        "the real corpus is missing: {} (it ships beside the project in ../shared/corpus)",
-        dir.display()
-    );
-    dir
-}
-
-fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
-        .expect("read corpus dir")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 261, "the corpus has 261 files");
-    files
-}
 
 fn name(p: &std::path::Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()

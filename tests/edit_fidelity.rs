@@ -4,24 +4,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kubectl_nvcf_worker::commands::render_source;
 use kubectl_nvcf_worker::manifest::batch::{Source, SourceKind};
 use kubectl_nvcf_worker::manifest::{attach_text, parse_stream, Node};
 use support::*;
-
-fn corpus_files() -> Vec<PathBuf> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/real/kubernetes-examples");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 261, "the real corpus has 261 files");
-    files
-}
 
 /// A source as `inject` reads it, with any YAML (not only objects).
 fn source(text: &str) -> Source {

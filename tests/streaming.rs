@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kubectl_nvcf_worker::commands::{
     inject, inject_holding_trees, validate, validate_holding_trees, StreamFormat, ValidateFormat,
@@ -17,6 +17,7 @@ use kubectl_nvcf_worker::commands::{
 use kubectl_nvcf_worker::config::Config;
 use kubectl_nvcf_worker::identity::Naming;
 use kubectl_nvcf_worker::selector::Selector;
+use support::corpus_files;
 
 struct Run {
     ok: Result<(), String>,
@@ -138,24 +139,11 @@ fn check_with(dir: &Path, name: &str, text: &str, configs: Vec<(&str, Config)>) 
     injected
 }
 
-fn real_files() -> Vec<PathBuf> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/real/kubernetes-examples");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 261, "the real corpus has 261 files");
-    files
-}
-
 #[test]
 fn real_files_come_out_the_same_as_when_every_tree_is_held() {
     let dir = tempfile::tempdir().unwrap();
     let mut injected = 0;
-    for f in real_files() {
+    for f in corpus_files() {
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue; // not UTF-8: refused alike, and checked elsewhere
         };

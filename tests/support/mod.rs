@@ -454,3 +454,28 @@ pub fn generated_corpus(n: usize, extra: &[&str]) -> String {
     );
     String::from_utf8(gen.stdout).expect("UTF-8 corpus")
 }
+
+/// The real corpus (`../shared/corpus/real/kubernetes-examples`): 261 manifest files
+/// written by others, read in place.
+pub fn corpus_dir() -> PathBuf {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/real/kubernetes-examples");
+    assert!(
+        dir.is_dir(),
+        "the real corpus is missing: {} (it ships beside the project in ../shared/corpus)",
+        dir.display()
+    );
+    dir
+}
+
+/// The real corpus's files, sorted.
+pub fn corpus_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("read corpus dir")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 261, "the corpus has 261 files");
+    files
+}
