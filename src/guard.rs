@@ -5,53 +5,23 @@
 //! as a whole: a trio whose marks name this workload (or its namespace), and a pod
 //! spec carrying exactly the contract's token volume, mounts and env.
 //!
-//! Rules (ids are stable; README lists them):
-//! - NVW001 the input does not decode the way kubectl would (syntax, duplicate key,
-//!   not an object)
-//! - NVW101 a pod spec, anywhere in any object, names a reserved account and is not
-//!   the transformer's exact output for that workload
-//! - NVW102 a (Cluster)RoleBinding grants something to a worker account
-//! - NVW103 (warning) a binding to a group that contains every worker account
-//! - NVW104 a worker Role or ClusterRole with rules
-//! - NVW105 (warning) rules that mint tokens or impersonate for any account
-//! - NVW106 a long-lived token Secret for a worker account
-//! - NVW107 a key that looks like `serviceAccountName` but is not (hides a value)
-//! - NVW108 the agent's infra annotation on an object or pod template
-//! - NVW109 a hand-written ServiceAccount, Role or RoleBinding with a reserved name
-//! - NVW110 a reserved account named by a `serviceAccountRef` or
-//!   `serviceAccount: {name: …}` mapping anywhere
-//! - NVW111 (warning) an `nvcf-icms:` token projected for a non-worker account
-//! - NVW112 an identity renamed after the transformer ran
-//! - NVW113 two workloads' identities share one name in one namespace
-//! - NVW114 rules that mint tokens for, or impersonate, a named worker account
+//! The rules, their ids and where each is enforced: `rules::RULES`.
 
 use std::collections::HashMap;
 
 use crate::identity::{self, Marks};
 use crate::manifest::batch::{Addr, Batch, Object};
 use crate::manifest::{to_json, Node};
+use crate::recognize::{self, Record};
 use crate::report::Finding;
 use crate::workload;
 
-pub const DECODE: &str = "NVW001";
-pub const POD_SPEC_ACCOUNT: &str = "NVW101";
-pub const BINDING_TO_WORKER: &str = "NVW102";
-pub const GROUP_INCLUDES_WORKERS: &str = "NVW103";
-pub const WORKER_ROLE_RULES: &str = "NVW104";
-pub const TOKEN_MINT_OR_IMPERSONATE: &str = "NVW105";
-pub const WORKER_TOKEN_SECRET: &str = "NVW106";
-pub const LOOKALIKE_KEY: &str = "NVW107";
-pub const INFRA_ANNOTATION: &str = "NVW108";
-pub const HAND_WRITTEN_IDENTITY: &str = "NVW109";
-pub const ACCOUNT_REFERENCE: &str = "NVW110";
-pub const ICMS_AUDIENCE: &str = "NVW111";
-pub const RENAMED: &str = "NVW112";
-pub const IDENTITY_COLLISION: &str = "NVW113";
-pub const MINT_FOR_WORKER: &str = "NVW114";
-
-/// Rules about what a manifest may declare; live, the agent itself writes what
-/// they forbid (its annotation, its own identity objects), so audit leaves them out.
-pub const MANIFEST_ONLY: [&str; 2] = [INFRA_ANNOTATION, HAND_WRITTEN_IDENTITY];
+pub use crate::rules::{
+    ACCOUNT_REFERENCE, BINDING_TO_WORKER, DECODE, EPHEMERAL_CONTAINER, EXTRA_TOKEN,
+    GROUP_INCLUDES_WORKERS, HAND_WRITTEN_IDENTITY, ICMS_AUDIENCE, IDENTITY_COLLISION,
+    INFRA_ANNOTATION, LOOKALIKE_KEY, MINT_FOR_WORKER, POD_SPEC_ACCOUNT, RENAMED, REPLACED_RECORD,
+    TOKEN_MINT_OR_IMPERSONATE, WORKER_ROLE_RULES, WORKER_TOKEN_SECRET,
+};
 
 /// What the caller already knows to be legitimate.
 pub struct Allow<'a> {
@@ -210,6 +180,7 @@ fn check_object(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Findin
             .line(line)
     };
     check_pod_specs(obj, trios, allow, out);
+    check_record(obj, trios, allow, out);
     check_references(obj, out);
     check_marks(obj, out);
     match obj.kind() {
@@ -314,8 +285,9 @@ fn check_marks(obj: &Object, out: &mut Vec<Finding>) {
     }
 }
 
-/// Why a workload may name `account` in its own pod spec, or why not.
-fn exemption(obj: &Object, spec: &Node, account: &str, trios: &Trios) -> Result<(), String> {
+/// Whether the trio of `account` is the transformer's, marked for this workload
+/// (or its namespace), or why not.
+fn trio_exemption(obj: &Object, account: &str, trios: &Trios) -> Result<(), String> {
     let marks = trios.exact(obj.namespace(), account)?;
     match &marks {
         Marks::Workload {
@@ -325,24 +297,102 @@ fn exemption(obj: &Object, spec: &Node, account: &str, trios: &Trios) -> Result<
         } if (api_version.as_str(), kind.as_str(), name.as_str())
             != (obj.api_version(), obj.kind(), obj.name()) =>
         {
-            return Err(format!(
+            Err(format!(
                 "its trio is marked for {api_version} {}, not this {}",
                 marks.describe(),
                 obj.kind()
             ))
         }
-        _ => {}
+        _ => Ok(()),
     }
-    let skip: Vec<&str> = obj
-        .annotation(identity::SKIP_CONTAINERS_ANNOTATION)
+}
+
+/// The containers `nvcf.io/skip-containers` names on `obj`.
+fn skipped<'a>(obj: &'a Object) -> Vec<&'a str> {
+    obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION)
         .unwrap_or("")
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .collect();
-    match workload::contract_problem(spec, account, &skip) {
-        Some(p) => Err(format!("its pod spec is not the contract's: {p}")),
-        None => Ok(()),
+        .collect()
+}
+
+/// The problems of a pod spec that runs as the worker `account`, judged as the
+/// transformer's output for `obj` (`recognize::problems`).
+fn spec_problems(obj: &Object, spec: &Node, account: &str) -> Vec<recognize::Problem> {
+    let skip = skipped(obj);
+    let record = Record::of(obj.node).ok().flatten().unwrap_or_default();
+    recognize::problems(
+        spec,
+        account,
+        &recognize::Surface {
+            token: workload::TokenWant::Contract,
+            skip: &skip,
+            any_untouched: false,
+            author_env: &record.env,
+        },
+    )
+}
+
+/// Whether `obj` is the transformer's output: its own pod spec runs as a worker
+/// identity whose trio is marked for it, and passes NVW101's exemption (a second
+/// token or an ephemeral container is a finding of its own rule, not this one's).
+pub fn is_own_output(obj: &Object, trios: &Trios) -> bool {
+    let Some(spec) = workload::pod_spec_path(obj.api_version(), obj.kind())
+        .and_then(|p| obj.node.path(p))
+        .filter(|s| s.is_map())
+    else {
+        return false;
+    };
+    let account = spec
+        .str_at(&["serviceAccountName"])
+        .or_else(|| spec.str_at(&["serviceAccount"]))
+        .unwrap_or("");
+    is_worker(account)
+        && trio_exemption(obj, account, trios).is_ok()
+        && spec_problems(obj, spec, account)
+            .iter()
+            .all(|p| p.rule != POD_SPEC_ACCOUNT)
+}
+
+/// NVW116: the record of what inject replaced is judged like any field.
+fn check_record(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Finding>) {
+    let Some((k, _)) = obj
+        .node
+        .path(&["metadata", "annotations"])
+        .and_then(|a| a.entry(identity::REPLACED_ANNOTATION))
+    else {
+        return;
+    };
+    let why = match Record::of(obj.node) {
+        Err(why) => Some(why),
+        // Inject's own selected workloads are planned, not yet written: a record
+        // on one it has not injected is not its own either.
+        Ok(_) if !is_own_output(obj, trios) => Some(format!(
+            "annotation {} is on a workload that is not the transformer's exact output{}",
+            identity::REPLACED_ANNOTATION,
+            if allow.self_refs.contains_key(&obj.addr) {
+                " (inject writes its own record, it never keeps one it did not write)"
+            } else {
+                ""
+            }
+        )),
+        Ok(_) => None,
+    };
+    if let Some(why) = why {
+        out.push(
+            Finding::error(format!(
+                "{why}; uninject would restore what it says: remove the annotation"
+            ))
+            .rule(REPLACED_RECORD)
+            .resource(Some(obj.resource_ref()))
+            .field(format!(
+                "metadata.annotations.{}",
+                identity::REPLACED_ANNOTATION
+            ))
+            .at(obj.location())
+            .line(k.line),
+        );
     }
 }
 
@@ -366,6 +416,8 @@ fn check_pod_specs(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Fin
         };
         let is_own_spec = own_path.as_deref() == Some(path.as_str());
         let mut account = None;
+        // Judged once per pod spec, for the first reserved account it names.
+        let mut judged: Option<Vec<recognize::Problem>> = None;
         for (k, v) in spec.entries().unwrap_or(&[]) {
             let key = k.text().unwrap_or("");
             let target = ["serviceAccountName", "serviceAccount"]
@@ -391,12 +443,20 @@ fn check_pod_specs(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Fin
             if !is_worker(name) {
                 continue;
             }
+            let problems = judged.get_or_insert_with(|| spec_problems(obj, spec, name));
             let verdict = if !is_own_spec {
                 Err("this is not the object's own pod spec".to_string())
             } else if allow.self_refs.get(&obj.addr).map(String::as_str) == Some(name) {
                 Ok(())
             } else {
-                exemption(obj, spec, name, trios)
+                trio_exemption(obj, name, trios).and_then(|()| {
+                    match problems.iter().find(|p| p.rule == POD_SPEC_ACCOUNT) {
+                        Some(p) => {
+                            Err(format!("its pod spec is not the contract's: {}", p.message))
+                        }
+                        None => Ok(()),
+                    }
+                })
             };
             if let Err(why) = verdict {
                 push(
@@ -409,6 +469,20 @@ fn check_pod_specs(obj: &Object, trios: &Trios, allow: &Allow, out: &mut Vec<Fin
                     out,
                 );
             }
+        }
+        // Rules of their own on every worker pod spec, exempt or not: a second
+        // token, an ephemeral container.
+        for p in judged
+            .iter()
+            .flatten()
+            .filter(|p| p.rule != POD_SPEC_ACCOUNT)
+        {
+            push(
+                Finding::error(p.message.clone()).rule(p.rule),
+                at(&p.field),
+                p.line,
+                out,
+            );
         }
         if account.is_some_and(is_worker) {
             continue;

@@ -57,6 +57,9 @@ pub const SKIP_CONTAINERS_ANNOTATION: &str = "nvcf.io/skip-containers";
 /// (`{"serviceAccountName":"app","automountServiceAccountToken":true}`), so that
 /// `uninject` can put them back. A key inject set that is not recorded was absent.
 pub const REPLACED_ANNOTATION: &str = "nvcf.io/replaced";
+/// The record's key for the contract env a container's author had set before
+/// inject (`{"env":{"app":["NVCF_IDENTITY_SOURCE"]}}`), which uninject leaves.
+pub const REPLACED_ENV_KEY: &str = "env";
 /// The pod spec keys inject sets and records.
 pub const REPLACED_KEYS: [&str; 3] = [
     "serviceAccountName",

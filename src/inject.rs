@@ -13,7 +13,9 @@ use crate::manifest::batch::{
     self, Addr, Batch, Need, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
 };
 use crate::manifest::{from_json, to_json, Document, Edited, Node, Style, Value};
+use crate::recognize::{self, Check, Record};
 use crate::report::{Finding, ResourceRef};
+use crate::rules;
 use crate::uninject::{self, Recognition};
 use crate::workload;
 
@@ -112,7 +114,7 @@ struct WorkloadPlan {
     /// no longer included).
     strip: Vec<(&'static str, Vec<usize>)>,
     /// What inject replaces, recorded on the workload for uninject.
-    record: Option<serde_json::Map<String, serde_json::Value>>,
+    record: Option<Record>,
     /// For `updated`: what changed.
     changes: Vec<String>,
     /// Applied already, as soon as it was planned (its document read again).
@@ -560,16 +562,42 @@ fn check_pod_spec(
     if let Some(old) = p.own.clone() {
         return check_own_pod_spec(obj, spec, cfg, token, &old, p);
     }
-    // What inject replaces is recorded, unless the account already is the identity.
+    // What inject replaces is recorded, unless the account already is the identity;
+    // a record inject did not write is the guard's (NVW116), never kept.
+    let mut record = Record::default();
     if spec.str_at(&["serviceAccountName"]) != Some(p.name.as_str()) {
-        let record: serde_json::Map<String, serde_json::Value> = identity::REPLACED_KEYS
+        record.values = identity::REPLACED_KEYS
             .iter()
             .filter_map(|k| Some((k.to_string(), to_json(spec.get(k)?))))
             .filter(|(k, v)| !(k == "serviceAccount" && v.is_null()))
             .collect();
-        if !record.is_empty() && obj.annotation(identity::REPLACED_ANNOTATION).is_none() {
-            p.record = Some(record);
-        }
+    }
+    // A worker holds one token: inject does not turn a pod spec that already has
+    // another, or an ephemeral container, into a worker's.
+    if let Some((field, line, audience)) = recognize::other_token(spec) {
+        findings.push(
+            Finding::error(format!("a service account token (audience {audience:?}) is already projected here; inject would make it a second token of the worker account: remove it"))
+                .rule(rules::EXTRA_TOKEN)
+                .field(format!("{base}.{field}"))
+                .line(line),
+        );
+    }
+    if let Some(pr) = Check::NoEphemeral.problem(
+        spec,
+        &p.name,
+        &recognize::Surface {
+            token: workload::TokenWant::Any,
+            skip: &[],
+            any_untouched: true,
+            author_env: &Default::default(),
+        },
+    ) {
+        findings.push(
+            Finding::error(pr.message)
+                .rule(pr.rule)
+                .field(format!("{base}.{}", pr.field))
+                .line(pr.line),
+        );
     }
     // serviceAccountName / serviceAccount: replaced, with a warning naming the old one.
     for key in ["serviceAccountName", "serviceAccount"] {
@@ -636,10 +664,24 @@ fn check_pod_spec(
                 continue;
             }
             let at = format!("{base}.{list}[{ci}]");
+            // The contract env its author set stays theirs: uninject leaves it.
+            let had: Vec<String> = identity::env_vars()
+                .iter()
+                .filter(|(var, _)| !workload::check_container(c).missing_env.contains(var))
+                .map(|(var, _)| var.to_string())
+                .collect();
+            if !had.is_empty() {
+                record
+                    .env
+                    .insert(c.str_at(&["name"]).unwrap_or("").to_string(), had);
+            }
             p.spec_changes |= check_container(c, &at, findings);
             chosen.push(ci);
         }
         p.containers.push((list, chosen));
+    }
+    if !record.is_empty() {
+        p.record = Some(record);
     }
 }
 
@@ -871,6 +913,7 @@ fn new_trio(
 }
 
 fn edit_workload(root: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {
+    let authors = Record::of(root).ok().flatten().unwrap_or_default().env;
     if let Some(record) = &p.record {
         record_replaced(root, record, p.json_style);
     }
@@ -884,14 +927,16 @@ fn edit_workload(root: &mut Node, p: &WorkloadPlan, token: &TokenSpec) {
     for (list, indexes) in &p.strip {
         if let Some(containers) = spec.get_mut(list).and_then(Node::items_mut) {
             for &ci in indexes {
-                uninject::strip_container(&mut containers[ci]);
+                let c = &mut containers[ci];
+                let name = c.str_at(&["name"]).unwrap_or("").to_string();
+                uninject::strip_container(c, authors.get(&name).map_or(&[], Vec::as_slice));
             }
         }
     }
 }
 
 /// Records on the workload what inject replaces (`nvcf.io/replaced`).
-fn record_replaced(root: &mut Node, record: &serde_json::Map<String, serde_json::Value>, js: bool) {
+fn record_replaced(root: &mut Node, record: &Record, js: bool) {
     let empty_map = || {
         let m = Node::map(vec![]);
         if js {
@@ -900,7 +945,7 @@ fn record_replaced(root: &mut Node, record: &serde_json::Map<String, serde_json:
             m
         }
     };
-    let text = serde_json::to_string(record).expect("JSON values serialize");
+    let text = record.to_json();
     root.get_or_insert("metadata", empty_map)
         .get_or_insert("annotations", empty_map)
         .set(

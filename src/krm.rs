@@ -73,6 +73,9 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
         })
         .collect();
     let config = Config::from_node(root.get("functionConfig"));
+    // Uninject edits as it goes and judges its output after: on a finding the
+    // items go back as they came (inject plans first and edits nothing then).
+    let as_read = matches!(&config, Ok(c) if c.mode == Mode::Uninject).then(|| doc.clone());
     let mut batch = Batch::new(vec![Source {
         name: "<stdin>".into(),
         kind: SourceKind::ResourceList,
@@ -99,6 +102,9 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
         f.location.line = None;
     }
     let mut doc = batch.sources.remove(0).docs.remove(0);
+    if let (Some(as_read), 1) = (as_read, exit_code) {
+        doc = as_read;
+    }
     if !findings.is_empty() {
         let json_style = doc.view().is_flow();
         let results: Vec<Node> = findings

@@ -4,7 +4,7 @@
 //!
 //! The rule ids, the reserved names, the agent's annotation, the transformer's
 //! marks and the contract's token volume, mounts and env all come from `guard`,
-//! `identity` and `sarif::RULES`; only their spelling in CEL lives here.
+//! `identity`, `recognize` and `rules`; only their spelling in CEL lives here.
 //!
 //! What CEL cannot do, and the guard does: look at other objects (the trio of a
 //! workload, identity collisions, renamed identities), hash (the shortened name
@@ -29,7 +29,8 @@ use serde_json::{json, Value};
 use crate::guard;
 use crate::identity as id;
 use crate::manifest::{from_json, YamlWriter};
-use crate::sarif;
+use crate::recognize::{self, cel::*, Check};
+use crate::rules;
 use crate::selector::{Requirement, Selector};
 
 /// The object name of both the policy and its binding, unless `--name` says otherwise.
@@ -92,80 +93,12 @@ impl Default for Options {
     }
 }
 
-/// A CEL string literal.
-fn lit(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
-fn list(items: &[impl AsRef<str>]) -> String {
-    let items: Vec<String> = items.iter().map(|s| lit(s.as_ref())).collect();
-    format!("[{}]", items.join(", "))
-}
-
-/// `x` is a reserved worker account (`identity::is_reserved`).
-fn reserved(x: &str) -> String {
-    format!(
-        "({x} == {} || {x}.startsWith({}))",
-        lit(id::WORKER_NAME),
-        lit(id::PREFIX)
-    )
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let special = "\\.+*?()|[]{}^$".contains(c);
-            special
-                .then_some('\\')
-                .into_iter()
-                .chain(std::iter::once(c))
-        })
-        .collect()
-}
-
 /// The username of a worker ServiceAccount in any namespace.
 fn worker_user_regex() -> String {
     format!(
         "^system:serviceaccount:[^:]+:({}|{}.*)$",
         regex_escape(id::WORKER_NAME),
         regex_escape(id::PREFIX)
-    )
-}
-
-/// A path at or under the token directory, allowing the `//` and `/./` Kubernetes
-/// would resolve to it; any `..` counts as possibly there.
-fn in_token_dir(p: &str) -> String {
-    let segments: Vec<String> = id::TOKEN_MOUNT_PATH
-        .trim_start_matches('/')
-        .split('/')
-        .map(regex_escape)
-        .collect();
-    let re = format!("^(/+\\.)*/+{}(/.*)?$", segments.join("(/+\\.)*/+"));
-    format!("({p}.matches({}) || {p}.contains('..'))", lit(&re))
-}
-
-/// `m` mounts the token volume exactly as the contract says.
-fn token_dir_exact(p: &str) -> String {
-    let segments: Vec<String> = id::TOKEN_MOUNT_PATH
-        .trim_start_matches('/')
-        .split('/')
-        .map(regex_escape)
-        .collect();
-    let re = format!("^(/+\\.)*/+{}(/+\\.?)*$", segments.join("(/+\\.)*/+"));
-    format!("{p}.matches({})", lit(&re))
-}
-
-fn annotation(meta: &str, key: &str) -> String {
-    format!(
-        "(has({meta}.annotations) && {k} in {meta}.annotations ? {meta}.annotations[{k}] : '')",
-        k = lit(key)
-    )
-}
-
-fn label(meta: &str, key: &str) -> String {
-    format!(
-        "(has({meta}.labels) && {k} in {meta}.labels ? {meta}.labels[{k}] : '')",
-        k = lit(key)
     )
 }
 
@@ -191,93 +124,10 @@ fn spec(t: &str) -> String {
     format!("{t} == null || !has({t}.spec) ? null : {t}.spec")
 }
 
-/// The accounts a pod spec `s` names, `''` for none.
-fn accounts(s: &str) -> String {
-    format!(
-        "[has({s}.serviceAccountName) ? {s}.serviceAccountName : '', has({s}.serviceAccount) ? {s}.serviceAccount : '']"
-    )
-}
-
-/// A container `c` carries exactly the contract's token mount and env.
-fn container_exact(c: &str) -> String {
-    let tv = lit(id::TOKEN_VOLUME);
-    let mut parts = vec![
-        format!("has({c}.volumeMounts)"),
-        format!("{c}.volumeMounts.filter(m, m.name == {tv}).size() == 1"),
-        format!(
-            "{c}.volumeMounts.exists(m, m.name == {tv} && {} && has(m.readOnly) && m.readOnly == true && !has(m.subPath) && !has(m.subPathExpr))",
-            token_dir_exact("m.mountPath")
-        ),
-        format!(
-            "!{c}.volumeMounts.exists(m, m.name != {tv} && {})",
-            in_token_dir("m.mountPath")
-        ),
-        format!("has({c}.env)"),
-    ];
-    for (name, value) in id::env_vars() {
-        parts.push(format!(
-            "{c}.env.filter(e, e.name == {n}).size() == 1 && {c}.env.exists(e, e.name == {n} && has(e.value) && e.value == {v} && !has(e.valueFrom))",
-            n = lit(name),
-            v = lit(value)
-        ));
-    }
-    format!("({})", parts.join(" && "))
-}
-
-/// A container `c` carries nothing of the contract (an init container, or one
-/// `nvcf.io/skip-containers` names).
-fn container_untouched(c: &str) -> String {
-    let names: Vec<&str> = id::env_vars().iter().map(|(n, _)| *n).collect();
-    format!(
-        "((!has({c}.volumeMounts) || !{c}.volumeMounts.exists(m, m.name == {tv} || {dir})) && (!has({c}.env) || !{c}.env.exists(e, e.name in {env})))",
-        tv = lit(id::TOKEN_VOLUME),
-        dir = in_token_dir("m.mountPath"),
-        env = list(&names)
-    )
-}
-
-/// The projected token volume of the contract: any `nvcf-icms:<cluster>`
-/// audience, a lifetime the agent accepts, no other fields (`workload::is_token_volume`).
-fn token_volume(v: &str) -> String {
-    let t = format!("{v}.projected.sources[0].serviceAccountToken");
-    format!(
-        "({v}.all(k, k in ['name', 'projected']) && has({v}.projected) && {v}.projected.all(k, k in ['sources', 'defaultMode']) \
-         && has({v}.projected.sources) && size({v}.projected.sources) == 1 && {v}.projected.sources[0].all(k, k == 'serviceAccountToken') \
-         && has({t}) && {t}.all(k, k in ['audience', 'expirationSeconds', 'path']) \
-         && has({t}.audience) && {t}.audience.startsWith('nvcf-icms:') && {t}.audience.substring(10).trim() != '' \
-         && has({t}.expirationSeconds) && {t}.expirationSeconds >= {min} && {t}.expirationSeconds <= {max} \
-         && {t}.path == {path})",
-        min = id::MIN_EXPIRATION_SECONDS,
-        max = id::MAX_EXPIRATION_SECONDS,
-        path = lit(id::TOKEN_PATH)
-    )
-}
-
-/// The pod spec `s` of object `o` is the transformer's output
-/// (`workload::contract_problem`) for the identity of its own name or namespace.
+/// The pod spec `s` of object `o` is the transformer's output for the identity
+/// of its own name or namespace: NVW101's exemption, from `recognize::CHECKS`.
 fn contract(o: &str, s: &str) -> String {
-    let skip = format!(
-        "{}.split(',').map(x, x.trim())",
-        annotation(&format!("{o}.metadata"), id::SKIP_CONTAINERS_ANNOTATION)
-    );
-    let tv = lit(id::TOKEN_VOLUME);
-    let own = format!(
-        "(size({prefix} + {o}.metadata.name) <= {max} && a == {prefix} + {o}.metadata.name) || a == {name}",
-        prefix = lit(id::PREFIX),
-        max = id::MAX_NAME_LEN,
-        name = lit(id::WORKER_NAME)
-    );
-    format!(
-        "({accts}.all(a, a == '' || {own}) && {accts}.exists(a, a != '') \
-         && has({s}.automountServiceAccountToken) && {s}.automountServiceAccountToken == false \
-         && has({s}.volumes) && {s}.volumes.filter(v, v.name == {tv}).size() == 1 && {s}.volumes.exists(v, v.name == {tv} && {vol}) \
-         && {s}.containers.all(c, {exact} || c.name in {skip} && {untouched}) \
-         && (!has({s}.initContainers) || {s}.initContainers.all(c, {exact} || {untouched})))",
-        accts = accounts(s),
-        vol = token_volume("v"),
-        exact = container_exact("c"),
-        untouched = container_untouched("c"),
-    )
+    recognize::cel_exempt(o, s)
 }
 
 /// `o` carries the transformer's marks for the identity named as it is
@@ -352,7 +202,9 @@ fn rules() -> Vec<Rule> {
                 let key = lit(id::INFRA_ANNOTATION);
                 format!(
                     "(has({o}.metadata.annotations) && {key} in {o}.metadata.annotations) \
-                     || ({t} != null && has({t}.metadata) && has({t}.metadata.annotations) && {key} in {t}.metadata.annotations)"
+                     || ({t} != null && has({t}.metadata) && has({t}.metadata.annotations) && {key} in {t}.metadata.annotations) \
+                     || ({job})",
+                    job = job_template_annotated(o)
                 )
             },
             subject: |o, t, _s| {
@@ -360,6 +212,7 @@ fn rules() -> Vec<Rule> {
                 vec![
                     format!("has({o}.metadata.annotations) && {key} in {o}.metadata.annotations"),
                     format!("{t} != null && has({t}.metadata) && has({t}.metadata.annotations) && {key} in {t}.metadata.annotations"),
+                    job_template_annotated(o),
                 ]
             },
             detail: "the annotation nvca.nvcf.nvidia.io/nvca-infra-object is the NVCF agent's own mark; only the agent may set it",
@@ -464,21 +317,74 @@ fn rules() -> Vec<Rule> {
             },
             detail: "worker identities use projected tokens of at most a day; delete the Secret",
         },
+        Rule {
+            id: rules::EXTRA_TOKEN,
+            violation: |o, _t, s| {
+                format!(
+                    "{s} != null && {accts}.exists(a, {r}) && !({ok})",
+                    accts = accounts(s),
+                    r = reserved("a"),
+                    ok = Check::NoOtherToken.cel(o, s)
+                )
+            },
+            subject: |_o, _t, s| vec![format!("{s} != null && has({s}.volumes) ? {s}.volumes : []")],
+            detail: "a worker pod holds only the contract's token: remove the other serviceAccountToken projection",
+        },
+        Rule {
+            id: rules::EPHEMERAL_CONTAINER,
+            violation: |o, _t, s| {
+                format!(
+                    "{s} != null && {accts}.exists(a, {r}) && !({ok})",
+                    accts = accounts(s),
+                    r = reserved("a"),
+                    ok = Check::NoEphemeral.cel(o, s)
+                )
+            },
+            subject: |_o, _t, s| {
+                vec![format!("{s} != null && has({s}.ephemeralContainers) ? {s}.ephemeralContainers : []")]
+            },
+            detail: "an ephemeral container in a worker pod can read the worker's token; debug a copy of the pod under another account",
+        },
+        Rule {
+            id: rules::MINT_FOR_WORKER,
+            // A TokenRequest (`serviceaccounts/token`) names its account in the
+            // request. The kubelet asks for the tokens of the pods bound to its
+            // node (the node authorizer holds it to them): those are the pods' own.
+            violation: |o, _t, _s| {
+                format!(
+                    "request.subResource == 'token' && {r} \
+                     && !(has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups && has({o}.spec.boundObjectRef) && {o}.spec.boundObjectRef.kind == 'Pod')",
+                    r = reserved("request.name")
+                )
+            },
+            subject: |o, _t, _s| vec![format!("{o}.kind")],
+            detail: "a TokenRequest for a worker account from anyone but the agent (or the kubelet for a pod bound to its node) mints a real worker token",
+        },
     ]
 }
 
 /// The summary `validate` and SARIF give the rule.
 fn summary(rule: &str) -> &'static str {
-    sarif::RULES
-        .iter()
-        .find(|r| r.id == rule)
-        .map(|r| r.short)
-        .expect("every rule of the policy has a SARIF entry")
+    rules::get(rule).short
+}
+
+/// `o` is a CronJob whose `jobTemplate.metadata` carries the agent's annotation:
+/// the Job made from it would be the controller's, and exempt.
+fn job_template_annotated(o: &str) -> String {
+    format!(
+        "{o}.kind == 'CronJob' && has({o}.spec) && has({o}.spec.jobTemplate) && has({o}.spec.jobTemplate.metadata) \
+         && has({o}.spec.jobTemplate.metadata.annotations) && {k} in {o}.spec.jobTemplate.metadata.annotations",
+        k = lit(id::INFRA_ANNOTATION)
+    )
 }
 
 fn resource_rules() -> Value {
     let rule = |groups: &[&str], resources: &[&str]| json!({"apiGroups": groups, "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources});
+    let sub = |operation: &str, resource: &str| json!({"apiGroups": [""], "apiVersions": ["*"], "operations": [operation], "resources": [resource]});
     json!([
+        // Subresources that change a pod's containers or mint an account's token.
+        sub("UPDATE", "pods/ephemeralcontainers"),
+        sub("CREATE", "serviceaccounts/token"),
         rule(
             &[""],
             &[
@@ -636,9 +542,22 @@ mod tests {
     }
 
     #[test]
-    fn every_rule_names_a_guard_rule_with_a_summary() {
-        for r in rules() {
-            assert!(!summary(r.id).is_empty());
+    fn the_policy_enforces_exactly_the_catalogues_admission_rules_in_its_words() {
+        let [policy, _] = objects(&Options::default());
+        let messages: Vec<&str> = policy["spec"]["validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["message"].as_str().unwrap())
+            .collect();
+        let mut ids: Vec<&str> = messages.iter().map(|m| &m[..6]).collect();
+        for (m, id) in messages.iter().zip(&ids) {
+            let head = format!("{id}: {}: ", rules::get(id).short);
+            assert!(m.starts_with(&head), "{m:?} must start with {head:?}");
         }
+        ids.sort();
+        ids.dedup();
+        let want: Vec<&str> = rules::ids_at(rules::Where::Admission, true).collect();
+        assert_eq!(ids, want);
     }
 }

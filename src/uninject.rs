@@ -5,11 +5,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::guard::Trios;
+use crate::guard::{self, Trios};
 use crate::identity::{self, Marks};
 use crate::inject::{ObjectReport, Outcome, Status};
 use crate::manifest::batch::{Addr, Batch, Object};
-use crate::manifest::{from_json, to_json, Node, Style};
+use crate::manifest::{from_json, Node, Style};
+use crate::recognize::{self, Record};
 use crate::report::Finding;
 use crate::workload::{self, TokenWant};
 
@@ -74,59 +75,21 @@ pub fn recognise(obj: &Object, trios: &Trios) -> Recognition {
     if !names_this {
         return look_alike(format!("its trio is marked for {}", marks.describe()));
     }
-    match own_spec_problem(spec, account) {
-        Some(why) => look_alike(why),
+    // Any audience and lifetime (an older config's), any container left out.
+    let record = Record::of(obj.node).ok().flatten().unwrap_or_default();
+    let surface = recognize::Surface {
+        token: TokenWant::Any,
+        skip: &[],
+        any_untouched: true,
+        author_env: &record.env,
+    };
+    match recognize::problems(spec, account, &surface).first() {
+        Some(p) => look_alike(p.message.clone()),
         None => Recognition::Own {
             account: account.to_string(),
             marks,
         },
     }
-}
-
-/// Why a pod spec is not what the transformer writes, under any config.
-fn own_spec_problem(spec: &Node, account: &str) -> Option<String> {
-    if let Some(v) = spec.get("serviceAccount").filter(|v| !v.is_null()) {
-        if v.as_str() != Some(account) {
-            return Some(format!("serviceAccount is not {account:?}"));
-        }
-    }
-    if spec.get("automountServiceAccountToken").map(to_json) != Some(serde_json::Value::Bool(false))
-    {
-        return Some("automountServiceAccountToken is not false".into());
-    }
-    let ours: Vec<&Node> = spec
-        .get("volumes")
-        .and_then(Node::items)
-        .unwrap_or(&[])
-        .iter()
-        .filter(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
-        .collect();
-    match ours.as_slice() {
-        [v] if workload::is_token_volume(v, &TokenWant::Any) => {}
-        [] => return Some(format!("it has no volume {:?}", identity::TOKEN_VOLUME)),
-        _ => {
-            return Some(format!(
-                "volume {:?} is not the projected token the transformer writes",
-                identity::TOKEN_VOLUME
-            ))
-        }
-    }
-    for list in ["containers", "initContainers"] {
-        for c in spec.get(list).and_then(Node::items).unwrap_or(&[]) {
-            let check = workload::check_container(c);
-            let untouched = !check.has_mount
-                && check.missing_env.len() == identity::env_vars().len()
-                && check.problems.is_empty();
-            if !(check.exact() || untouched) {
-                let name = c.str_at(&["name"]).unwrap_or("");
-                return Some(match check.problems.first() {
-                    Some(p) => format!("{list} {name:?}: {}", p.message),
-                    None => format!("{list} {name:?} has only part of the token mount and env"),
-                });
-            }
-        }
-    }
-    None
 }
 
 /// Whether a container carries the exact token mount and env.
@@ -137,13 +100,17 @@ pub fn container_has_token(c: &Node) -> bool {
 /// Takes the token mount and env out of one container; a list left empty goes too
 /// (inject created it: the transformer's mount and env are never the only entries
 /// of a list the author wrote empty, except in that rare case).
-pub fn strip_container(c: &mut Node) {
+/// `authors` lists the contract env the container's author had set before inject
+/// (the record): those stay.
+pub fn strip_container(c: &mut Node, authors: &[String]) {
     retain_list(c, "volumeMounts", |m| {
         m.str_at(&["name"]) != Some(identity::TOKEN_VOLUME)
     });
     retain_list(c, "env", |e| {
         !identity::env_vars().iter().any(|(name, value)| {
-            e.str_at(&["name"]) == Some(name) && e.str_at(&["value"]) == Some(value)
+            e.str_at(&["name"]) == Some(name)
+                && e.str_at(&["value"]) == Some(value)
+                && !authors.iter().any(|a| a == name)
         })
     });
 }
@@ -159,44 +126,27 @@ fn retain_list(n: &mut Node, key: &str, keep: impl Fn(&Node) -> bool) {
 }
 
 /// What `strip` restored, for the report.
-pub fn describe_restored(recorded: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+pub fn describe_restored(record: &Record) -> Vec<String> {
     identity::REPLACED_KEYS
         .iter()
-        .filter_map(|k| recorded.get(*k).map(|v| format!("restored {k} {v}")))
+        .filter_map(|k| record.values.get(*k).map(|v| format!("restored {k} {v}")))
         .collect()
 }
 
-/// The values inject recorded on a workload, if it recorded any.
-pub fn recorded(root: &Node) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    let Some(text) = root
-        .path(&["metadata", "annotations", identity::REPLACED_ANNOTATION])
-        .and_then(Node::as_str)
-    else {
-        return Ok(Default::default());
-    };
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(m))
-            if m.keys()
-                .all(|k| identity::REPLACED_KEYS.contains(&k.as_str())) =>
-        {
-            Ok(m)
-        }
-        _ => Err(format!(
-            "annotation {} is not a JSON object of {}",
-            identity::REPLACED_ANNOTATION,
-            identity::REPLACED_KEYS.join(", ")
-        )),
-    }
+/// The record inject left on a workload (empty if none), judged as the guard
+/// judges it.
+pub fn recorded(root: &Node) -> Result<Record, String> {
+    Record::of(root).map(Option::unwrap_or_default)
 }
 
 /// Takes the transformer's output out of a recognised workload: the token volume,
 /// every container's mount and env, the accounts and automount it set (the
 /// recorded values come back), and its annotation. Returns what it restored.
 pub fn strip(root: &mut Node, spec_path: &[&str]) -> Vec<String> {
-    let recorded = recorded(root).unwrap_or_default();
+    let record = recorded(root).unwrap_or_default();
     let spec = root.path_mut(spec_path).expect("recognised pod spec");
     for key in identity::REPLACED_KEYS {
-        match recorded.get(key) {
+        match record.values.get(key) {
             Some(v) => {
                 let mut restored = from_json(v);
                 // In the quoting of the value it replaces: a JSON document stays JSON.
@@ -222,13 +172,16 @@ pub fn strip(root: &mut Node, spec_path: &[&str]) -> Vec<String> {
     });
     for list in ["containers", "initContainers"] {
         if let Some(items) = spec.get_mut(list).and_then(Node::items_mut) {
-            items.iter_mut().for_each(strip_container);
+            for c in items.iter_mut() {
+                let name = c.str_at(&["name"]).unwrap_or("").to_string();
+                strip_container(c, record.env.get(&name).map_or(&[], Vec::as_slice));
+            }
         }
     }
     if let Some(meta) = root.get_mut("metadata") {
         retain_map(meta, "annotations", identity::REPLACED_ANNOTATION);
     }
-    describe_restored(&recorded)
+    describe_restored(&record)
 }
 
 fn retain_map(n: &mut Node, key: &str, drop: &str) {
@@ -250,8 +203,35 @@ pub fn trio_addrs<'a>(trios: &Trios<'a>, ns: Option<&str>, name: &str) -> Vec<Ob
 /// `uninject`: takes the transformer's identity out of every workload that carries
 /// it, selected or not, and removes its trio once no workload uses it. Workloads
 /// without an identity pass untouched; look-alikes are reported and left as they are.
+///
+/// The guard runs on the input and on the output, as it runs before inject: a
+/// finding means an error outcome (the faces write nothing), so uninject never
+/// restores, nor passes through, a forged identity.
 pub fn uninject(batch: &mut Batch) -> Outcome {
-    let mut out = Outcome::default();
+    let none = HashMap::new();
+    let allow = guard::Allow { self_refs: &none };
+    let mut out = Outcome {
+        findings: guard::check(batch, &allow),
+        ..Outcome::default()
+    };
+    if out.has_errors() {
+        return out;
+    }
+    strip_identities(batch, &mut out);
+    if out.has_errors() {
+        return out;
+    }
+    for f in guard::check(batch, &allow) {
+        let after = Finding {
+            message: format!("uninject's output would carry this: {}", f.message),
+            ..f
+        };
+        out.findings.push(after);
+    }
+    out
+}
+
+fn strip_identities(batch: &mut Batch, out: &mut Outcome) {
     let objects = batch.objects();
     let trios = Trios::index(&objects);
     let mut strip_at: Vec<(Addr, &'static [&'static str])> = Vec::new();
@@ -316,7 +296,7 @@ pub fn uninject(batch: &mut Batch) -> Outcome {
         .collect();
     let addrs: Vec<Addr> = objects.iter().map(|o| o.addr).collect();
     if out.has_errors() {
-        return out;
+        return;
     }
     let mut restored: HashMap<Addr, Vec<String>> = HashMap::new();
     for (addr, spec_path) in strip_at {
@@ -332,7 +312,6 @@ pub fn uninject(batch: &mut Batch) -> Outcome {
         batch.remove(addr);
     }
     batch.commit_inserts();
-    out
 }
 
 /// The report of an object uninject neither changes nor removes.

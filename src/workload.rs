@@ -241,60 +241,6 @@ pub fn projected_audiences(spec: &Node) -> Vec<(usize, &Node, String)> {
     out
 }
 
-/// Whether a pod spec carries exactly the worker identity contract: the account
-/// `account` under both keys where present, no automounted token, one token
-/// volume, and in every container not skipped the mount and env (init
-/// containers may carry them or not, but only exactly). `skip` lists the
-/// containers `nvcf.io/skip-containers` leaves out.
-pub fn contract_problem(spec: &Node, account: &str, skip: &[&str]) -> Option<String> {
-    for key in ["serviceAccountName", "serviceAccount"] {
-        if let Some(v) = spec.get(key).filter(|v| !v.is_null()) {
-            if v.as_str() != Some(account) {
-                return Some(format!("{key} is not {account:?}"));
-            }
-        }
-    }
-    if spec.get("automountServiceAccountToken").map(to_json) != Some(serde_json::Value::Bool(false))
-    {
-        return Some("automountServiceAccountToken is not false".into());
-    }
-    let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
-    let ours: Vec<&Node> = volumes
-        .iter()
-        .filter(|v| v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME))
-        .collect();
-    match ours.as_slice() {
-        [v] if is_token_volume(v, &TokenWant::Contract) => {}
-        [_] => {
-            return Some(format!(
-                "volume {:?} is not the contract's projected token (audience nvcf-icms:<cluster>, expirationSeconds {}..{}, path token)",
-                identity::TOKEN_VOLUME,
-                identity::MIN_EXPIRATION_SECONDS,
-                identity::MAX_EXPIRATION_SECONDS
-            ))
-        }
-        [] => return Some(format!("it has no volume {:?}", identity::TOKEN_VOLUME)),
-        _ => return Some(format!("volume {:?} is declared more than once", identity::TOKEN_VOLUME)),
-    }
-    for list in ["containers", "initContainers"] {
-        for c in spec.get(list).and_then(Node::items).unwrap_or(&[]) {
-            let name = c.str_at(&["name"]).unwrap_or("");
-            let check = check_container(c);
-            let untouched = !check.has_mount
-                && check.missing_env.len() == identity::env_vars().len()
-                && check.problems.is_empty();
-            let optional = list == "initContainers" || skip.contains(&name);
-            if !(check.exact() || optional && untouched) {
-                return Some(match check.problems.first() {
-                    Some(p) => format!("{list} {name:?}: {}", p.message),
-                    None => format!("{list} {name:?} lacks the token mount or env"),
-                });
-            }
-        }
-    }
-    None
-}
-
 /// `spec.template.spec` from path segments.
 pub fn dotted(path: &[&str]) -> String {
     path.join(".")

@@ -471,6 +471,93 @@ fn cases() -> Vec<Case> {
             good: pod_with("serviceAccountName: default\nautomountServiceAccountToken: false\n"),
         });
     }
+    v.extend(token_surface_cases());
+    v
+}
+
+/// inject's exact output of `kind/name` (selected) with `pod_spec`.
+fn injected(kind: &str, name: &str, pod_spec: &str) -> String {
+    let out = inject(&workload(kind, name, "ns", true, pod_spec), &[]);
+    out.ok();
+    out.stdout
+}
+
+/// NVW115-NVW117: the rest of a worker pod's token surface, and the record.
+fn token_surface_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    // A second token for the worker account beside the contract's, long-lived or
+    // of the API's audience; a projected volume of a ConfigMap passes.
+    let with_cfg = format!(
+        "serviceAccountName: app\nvolumes:\n- name: cfg\n  projected:\n    sources:\n    - configMap:\n        name: settings\n{SIMPLE_POD}"
+    );
+    let good = injected("Deployment", "app", &with_cfg);
+    for token in [
+        "serviceAccountToken:\n              audience: nvcf-icms:c1\n              expirationSeconds: 4294967296\n              path: t",
+        "serviceAccountToken:\n              audience: https://kubernetes.default.svc\n              expirationSeconds: 3600\n              path: t",
+    ] {
+        let bad = good.replace("configMap:\n              name: settings", token);
+        assert_ne!(bad, good);
+        v.push(Case {
+            what: "a second token in the transformer's exact output",
+            rule: "NVW115",
+            severity: "error",
+            bad,
+            context: "Deployment/ns/app spec.template.spec.volumes[0].projected.sources[0])".into(),
+            good: good.clone(),
+        });
+    }
+    // The record of what inject replaced, edited to restore a worker account and
+    // the API token; inject's own record passes.
+    let bad = good.replace(
+        r#"{\"serviceAccountName\":\"app\"}"#,
+        r#"{\"serviceAccountName\":\"nvcf-worker-victim\",\"automountServiceAccountToken\":true}"#,
+    );
+    assert_ne!(bad, good, "inject records the account it replaced:\n{good}");
+    v.push(Case {
+        what: "a forged record of what inject replaced",
+        rule: "NVW116",
+        severity: "error",
+        bad,
+        context: "Deployment/ns/app metadata.annotations.nvcf.io/replaced)".into(),
+        good: good.clone(),
+    });
+    // A record on a workload the transformer did not write; a look-alike key passes.
+    let plain = |key: &str| {
+        workload("Deployment", "app", "ns", false, SIMPLE_POD).replacen(
+            "  labels:\n",
+            &format!(
+                "  annotations:\n    {key}: '{{\"serviceAccountName\":\"app\"}}'\n  labels:\n"
+            ),
+            1,
+        )
+    };
+    v.push(Case {
+        what: "a record on a workload inject did not write",
+        rule: "NVW116",
+        severity: "error",
+        bad: plain("nvcf.io/replaced"),
+        context: "Deployment/ns/app metadata.annotations.nvcf.io/replaced)".into(),
+        good: plain("example.com/replaced"),
+    });
+    // An ephemeral container in a worker pod; in any other pod it passes.
+    let pod = injected("Pod", "p", SIMPLE_POD);
+    let debug = "  ephemeralContainers:\n  - name: dbg\n    image: busybox\n";
+    let bad = pod.replace("  containers:\n", &format!("{debug}  containers:\n"));
+    assert_ne!(bad, pod);
+    v.push(Case {
+        what: "an ephemeral container in a worker pod",
+        rule: "NVW117",
+        severity: "error",
+        bad,
+        context: "Pod/ns/p spec.ephemeralContainers)".into(),
+        good: workload(
+            "Pod",
+            "p",
+            "ns",
+            false,
+            &format!("ephemeralContainers:\n- name: dbg\n  image: busybox\n{SIMPLE_POD}"),
+        ),
+    });
     v
 }
 
@@ -511,7 +598,7 @@ fn every_rule_rejects_the_bad_and_passes_the_look_alike() {
     let cases = cases();
     for rule in [
         "NVW101", "NVW102", "NVW103", "NVW104", "NVW105", "NVW106", "NVW107", "NVW108", "NVW109",
-        "NVW110", "NVW111", "NVW112", "NVW113", "NVW114",
+        "NVW110", "NVW111", "NVW112", "NVW113", "NVW114", "NVW115", "NVW116", "NVW117",
     ] {
         assert!(cases.iter().any(|c| c.rule == rule), "a case for {rule}");
     }

@@ -56,7 +56,7 @@ fn callers(c: &Cluster) -> &'static Callers {
         let agent = token(AGENT_NS, "nvca");
         let applier = token(APPLIER_NS, "kustomize-controller");
         let resources = json!([
-            {"apiGroups": [""], "resources": ["pods", "podtemplates", "replicationcontrollers", "serviceaccounts", "secrets"]},
+            {"apiGroups": [""], "resources": ["pods", "podtemplates", "replicationcontrollers", "serviceaccounts", "secrets", "serviceaccounts/token", "pods/ephemeralcontainers"]},
             {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"]},
@@ -784,4 +784,137 @@ fn audit_only_warns_instead_of_refusing() {
         out.status.code()
     );
     assert!(c.get("apps/v1", "Deployment", Some(&ns), "app").is_some());
+}
+
+/// What CEL sees beyond an object's own fields (issue 20): TokenRequests for a
+/// worker account (`kubectl create token`), ephemeral containers added to a worker
+/// pod, a CronJob's `jobTemplate.metadata`, and a second token in the
+/// transformer's exact output from the allowed applier. Each is refused with its
+/// rule and its look-alike admitted.
+#[test]
+fn subresources_job_templates_and_second_tokens_are_guarded() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    cover(&c, &ns);
+    let who = callers(&c);
+    let _policy = install(&c, &[]);
+    wait_until_enforced(&c, &ns, false);
+    let sa = |n: &str| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(n, Some(&ns))});
+    ok(&try_create(&who.agent, &[sa("nvcf-worker-other")], false));
+    ok(&try_create(&who.user, &[sa("nvcf-workers")], false));
+
+    // TokenRequests: a real worker token is the agent's to mint.
+    let token = |kubeconfig: &PathBuf, account: &str| {
+        kubectl_as(
+            kubeconfig,
+            &[
+                "create",
+                "token",
+                account,
+                "-n",
+                &ns,
+                "--audience",
+                "nvcf-icms:prod-1",
+            ],
+            None,
+        )
+    };
+    let out = token(&who.user, "nvcf-worker-other");
+    assert!(
+        refused_with(&out, "NVW114"),
+        "a user minted a worker token: {}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+    ok(&token(&who.user, "nvcf-workers"));
+    ok(&token(&who.agent, "nvcf-worker-other"));
+
+    // Ephemeral containers: into a worker pod refused, into another admitted.
+    let pod = |name: &str, account: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta(name, Some(&ns)),
+            "spec": {"serviceAccountName": account, "automountServiceAccountToken": false,
+                "containers": [{"name": "app", "image": "busybox"}]}})
+    };
+    ok(&try_create(
+        &who.agent,
+        &[pod("worker", "nvcf-worker-other")],
+        false,
+    ));
+    ok(&try_create(
+        &who.user,
+        &[pod("plain", "nvcf-workers")],
+        false,
+    ));
+    let debug = |name: &str| {
+        kubectl_as(
+            &who.user,
+            &[
+                "patch",
+                "pod",
+                name,
+                "-n",
+                &ns,
+                "--subresource=ephemeralcontainers",
+                "--type=strategic",
+                "-p",
+                r#"{"spec":{"ephemeralContainers":[{"name":"dbg","image":"busybox"}]}}"#,
+            ],
+            None,
+        )
+    };
+    let out = debug("worker");
+    assert!(
+        refused_with(&out, "NVW117"),
+        "a debug container joined a worker pod: {}",
+        stderr(&out)
+    );
+    ok(&debug("plain"));
+
+    // A CronJob's jobTemplate claiming to be the agent's: the Job made from it
+    // would be the controller's, exempt. Refused even from the applier.
+    let cron = |key: &str| {
+        let mut cj = workload("CronJob", &ns, "cj", "nvcf-workers");
+        cj["spec"]["jobTemplate"]["metadata"] = json!({"annotations": {key: "true"}});
+        cj
+    };
+    for caller in [&who.user, &who.applier] {
+        let out = try_create(
+            caller,
+            &[cron("nvca.nvcf.nvidia.io/nvca-infra-object")],
+            true,
+        );
+        assert!(refused_with(&out, "NVW108"), "{}", stderr(&out));
+        ok(&try_create(
+            caller,
+            &[cron("nvca.nvcf.nvidia.io/other")],
+            true,
+        ));
+    }
+
+    // The transformer's exact output plus a second token, from the applier.
+    let exact = injected(&ns, "two", 0);
+    let mut second = exact.clone();
+    let spec = &mut second
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap()["spec"]["template"]["spec"];
+    spec["volumes"].as_array_mut().unwrap().push(json!({"name": "forever",
+        "projected": {"sources": [{"serviceAccountToken": {"audience": "nvcf-icms:prod-1", "expirationSeconds": 4294967296u64, "path": "t"}}]}}));
+    let out = try_create(&who.applier, &second, true);
+    assert!(
+        refused_with(&out, "NVW115"),
+        "a second token was admitted: {}",
+        stderr(&out)
+    );
+    let mut config = exact.clone();
+    let spec = &mut config
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap()["spec"]["template"]["spec"];
+    spec["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "cfg",
+        "projected": {"sources": [{"configMap": {"name": "settings"}}]}}));
+    ok(&try_create(&who.applier, &config, true));
 }

@@ -82,7 +82,10 @@ fn options_land_where_the_api_server_reads_them() {
         .collect();
     assert_eq!(
         ids,
-        ["NVW101", "NVW108", "NVW109", "NVW102", "NVW104", "NVW114", "NVW106"]
+        [
+            "NVW101", "NVW108", "NVW109", "NVW102", "NVW104", "NVW114", "NVW106", "NVW115",
+            "NVW117", "NVW114"
+        ]
     );
     assert_eq!(binding["kind"], "ValidatingAdmissionPolicyBinding");
     assert_eq!(binding["spec"]["policyName"], "guard");

@@ -367,15 +367,12 @@ fn hand_written_look_alikes_stay_conflicts() {
         out.code(1);
         assert!(out.stdout.is_empty(), "{what}: {out}");
         assert!(!out.stderr.contains("updated"), "{what}: {out}");
-        // uninject reports it and leaves it as it is.
+        // uninject runs the guard on its input: a forged identity is refused,
+        // nothing written.
         let u = uninject_cli(text);
-        u.ok();
-        assert!(
-            u.stderr
-                .contains("warning: carries a worker identity the transformer did not write"),
-            "{what}: {u}"
-        );
-        assert_gives_back(what, text.as_bytes(), u.stdout.as_bytes());
+        u.code(1);
+        assert!(u.stdout.is_empty(), "{what}: {u}");
+        assert!(u.stderr.contains("error NVW10"), "{what}: {u}");
     }
     // defaultMode is what the API server adds: still the transformer's output.
     let out = inject(&other, &["--cluster-id", "other"]);
@@ -441,6 +438,123 @@ fn replaced_account_and_automount_are_recorded_and_restored() {
         let again = inject(&out.stdout, &[]);
         assert_eq!(again.stdout, out.stdout);
     }
+}
+
+/// The reverse path is guarded (issue 20): uninject, KRM `mode: uninject` and
+/// prune judge the record and their input, and inject keeps no record it did not
+/// write.
+#[test]
+fn uninject_restores_nothing_the_guard_refuses() {
+    let input = workload(
+        "Deployment",
+        "web",
+        "ns",
+        true,
+        &format!("serviceAccountName: app\n{SIMPLE_POD}"),
+    );
+    let injected = inject(&input, &[]);
+    injected.ok();
+    let forged = injected.stdout.replace(
+        r#"{\"serviceAccountName\":\"app\"}"#,
+        r#"{\"serviceAccountName\":\"nvcf-worker-victim\",\"automountServiceAccountToken\":true}"#,
+    );
+    assert_ne!(forged, injected.stdout);
+    let u = uninject_cli(&forged);
+    u.code(1);
+    assert!(u.stdout.is_empty(), "{u}");
+    assert!(u.stderr.contains("error NVW116"), "{u}");
+    let v = run(&["validate", "-"], &forged);
+    v.code(1);
+    assert!(v.stdout.contains("NVW116"), "{v}");
+    // The KRM function: the items come back as they went in, with the result.
+    let rl_in = resource_list(&forged, &configmap_config(&[("mode", "uninject")]));
+    let k = krm(&rl_in);
+    k.code(1);
+    assert!(k.stdout.starts_with(rl_in.trim_end()), "{k}");
+    assert!(
+        results(&rl(&k))
+            .iter()
+            .any(|r| r["tags"]["rule"] == "NVW116"),
+        "{k}"
+    );
+    // Prune of a deselected workload reads the same record.
+    let p = inject(&deselect(&forged), &["--prune"]);
+    p.code(1);
+    assert!(p.stderr.contains("NVW116"), "{p}");
+    // The look-alike: inject's own record restores what it replaced.
+    let back = uninject_cli(&injected.stdout);
+    back.ok();
+    assert_gives_back("own record", input.as_bytes(), back.stdout.as_bytes());
+    // A record inject did not write is never kept: inject refuses it.
+    let carried = input.replacen(
+        "  labels:\n",
+        "  annotations:\n    nvcf.io/replaced: '{\"serviceAccount\":\"nvcf-worker\"}'\n  labels:\n",
+        1,
+    );
+    let out = inject(&carried, &[]);
+    out.code(1);
+    assert!(out.stderr.contains("NVW116"), "{out}");
+    // A forged Pod and a binding to a worker account: uninject names both.
+    let both = format!(
+        "{}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: widen\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- kind: ServiceAccount\n  name: nvcf-worker-x\n  namespace: ns\n",
+        workload("Pod", "p", "ns", false, &format!("serviceAccountName: nvcf-worker-x\n{SIMPLE_POD}"))
+    );
+    let u = uninject_cli(&both);
+    u.code(1);
+    assert!(u.stdout.is_empty(), "{u}");
+    assert!(
+        u.stderr.contains("error NVW101") && u.stderr.contains("error NVW102"),
+        "{u}"
+    );
+    // The look-alike: the same objects with an ordinary account pass through.
+    let fine = both.replace("nvcf-worker-x", "worker-x");
+    let u = uninject_cli(&fine);
+    u.ok();
+    assert_gives_back("ordinary", fine.as_bytes(), u.stdout.as_bytes());
+}
+
+/// Where the author set the contract's env themselves, inject records it and
+/// uninject leaves it: `uninject(inject(x)) == x` byte for byte.
+#[test]
+fn the_authors_own_contract_env_survives_uninject() {
+    for env in [
+        "  env:\n  - name: NVCF_IDENTITY_SOURCE\n    value: psat\n",
+        "  env:\n  - name: NVCF_TOKEN_FILE_PATH\n    value: /var/run/secrets/tokens/token\n  - name: OTHER\n    value: x\n",
+    ] {
+        let input = workload(
+            "Deployment",
+            "web",
+            "ns",
+            true,
+            &format!("{SIMPLE_POD}{env}"),
+        );
+        let out = inject(&input, &[]);
+        out.ok();
+        let objs = objects(&out.stdout);
+        assert_contract(&objs, "Deployment", "web", "ns", &["app"]);
+        let record: Value = serde_json::from_str(
+            find(&objs, "Deployment", "web")["metadata"]["annotations"]["nvcf.io/replaced"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(record["env"]["app"].is_array(), "{record}");
+        run(&["validate", "-"], &out.stdout).ok();
+        let back = uninject_cli(&out.stdout);
+        back.ok();
+        assert_gives_back("author env", input.as_bytes(), back.stdout.as_bytes());
+        // Injecting again is a no-op: the record is the transformer's own.
+        assert_eq!(inject(&out.stdout, &[]).stdout, out.stdout);
+    }
+}
+
+/// `nvcf.io/worker: "true"` taken off a workload.
+fn deselect(stream: &str) -> String {
+    stream.replacen(
+        "    nvcf.io/worker: \"true\"\n",
+        "    nvcf.io/worker: \"false\"\n",
+        1,
+    )
 }
 
 #[test]

@@ -24,11 +24,9 @@ use crate::identity::{self, Marks};
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
 use crate::report::{Finding, Location, ResourceRef, Severity};
+use crate::rules;
 
-pub const TOKEN_AUDIENCE: &str = "NVW201";
-pub const TOKEN_EXPIRATION: &str = "NVW202";
-pub const AUTOMOUNT: &str = "NVW203";
-pub const WORKER_ENV: &str = "NVW204";
+pub use crate::rules::{AUTOMOUNT, TOKEN_AUDIENCE, TOKEN_EXPIRATION, WORKER_ENV};
 
 /// What audit reads, in report order.
 const AUDITED: [Resource; 13] = [
@@ -283,7 +281,44 @@ pub fn check_pod(
         }
     }
 
+    // A worker holds one token for its account (NVW115). The API token the
+    // ServiceAccount admission adds when automount is on is NVW203's, below.
+    let automount_volume = |i: usize| {
+        spec.pointer(&format!("/volumes/{i}/name"))
+            .and_then(Value::as_str)
+            .is_some_and(|n| n.starts_with("kube-api-access-"))
+    };
     let ns = at.namespace.as_deref().unwrap_or("");
+    let automounted = spec
+        .get("automountServiceAccountToken")
+        .and_then(Value::as_bool)
+        .or_else(|| account_automount(ns, account))
+        .unwrap_or(true);
+    let counted: Vec<usize> = tokens
+        .iter()
+        .map(|(i, _)| *i)
+        .filter(|i| !(automounted && automount_volume(*i)))
+        .collect();
+    if let [_, second, ..] = counted.as_slice() {
+        push(
+            Finding::error(format!(
+                "pod runs as worker account {account:?} with {} service account tokens projected: a worker holds only the contract's one; remove the others",
+                counted.len()
+            ))
+            .rule(rules::EXTRA_TOKEN),
+            &format!("spec.volumes[{second}].projected"),
+        );
+    }
+    if spec
+        .get("ephemeralContainers")
+        .and_then(Value::as_array)
+        .is_some_and(|e| !e.is_empty())
+    {
+        push(
+            Finding::error("an ephemeral container runs in a worker pod and can read the worker's token; remove the pod (debug a copy under another account)").rule(rules::EPHEMERAL_CONTAINER),
+            "spec.ephemeralContainers",
+        );
+    }
     let automount = spec
         .get("automountServiceAccountToken")
         .and_then(Value::as_bool)
@@ -479,7 +514,10 @@ pub async fn run(
     // Files and lines mean nothing for live objects: the resource says where.
     let guard_findings: Vec<Finding> = guard_findings
         .into_iter()
-        .filter(|f| !f.rule.is_some_and(|r| guard::MANIFEST_ONLY.contains(&r)))
+        .filter(|f| {
+            f.rule
+                .is_none_or(|r| rules::get(r).enforced(rules::Where::Audit))
+        })
         .filter(|f| {
             // Every cluster's built-in roles draw these warnings; the label can be
             // forged, so it only ever hides warnings, never an error.
