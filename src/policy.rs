@@ -183,6 +183,36 @@ const APPLIER: &str = "variables.fromApplier";
 
 fn rules() -> Vec<Rule> {
     vec![
+        // The rules of a worker pod's token surface first: the API server reports
+        // the first validation that fails, and these say more than NVW101.
+        Rule {
+            id: rules::EXTRA_TOKEN,
+            violation: |o, _t, s| {
+                format!(
+                    "{s} != null && {accts}.exists(a, {r}) && !({ok})",
+                    accts = accounts(s),
+                    r = reserved("a"),
+                    ok = Check::NoOtherToken.cel(o, s)
+                )
+            },
+            subject: |_o, _t, s| vec![format!("{s} != null && has({s}.volumes) ? {s}.volumes : []")],
+            detail: "a worker pod holds only the contract's token: remove the other serviceAccountToken projection",
+        },
+        Rule {
+            id: rules::EPHEMERAL_CONTAINER,
+            violation: |o, _t, s| {
+                format!(
+                    "{s} != null && {accts}.exists(a, {r}) && !({ok})",
+                    accts = accounts(s),
+                    r = reserved("a"),
+                    ok = Check::NoEphemeral.cel(o, s)
+                )
+            },
+            subject: |_o, _t, s| {
+                vec![format!("{s} != null && has({s}.ephemeralContainers) ? {s}.ephemeralContainers : []")]
+            },
+            detail: "an ephemeral container in a worker pod can read the worker's token; debug a copy of the pod under another account",
+        },
         Rule {
             id: guard::POD_SPEC_ACCOUNT,
             violation: |o, _t, s| {
@@ -318,41 +348,13 @@ fn rules() -> Vec<Rule> {
             detail: "worker identities use projected tokens of at most a day; delete the Secret",
         },
         Rule {
-            id: rules::EXTRA_TOKEN,
-            violation: |o, _t, s| {
-                format!(
-                    "{s} != null && {accts}.exists(a, {r}) && !({ok})",
-                    accts = accounts(s),
-                    r = reserved("a"),
-                    ok = Check::NoOtherToken.cel(o, s)
-                )
-            },
-            subject: |_o, _t, s| vec![format!("{s} != null && has({s}.volumes) ? {s}.volumes : []")],
-            detail: "a worker pod holds only the contract's token: remove the other serviceAccountToken projection",
-        },
-        Rule {
-            id: rules::EPHEMERAL_CONTAINER,
-            violation: |o, _t, s| {
-                format!(
-                    "{s} != null && {accts}.exists(a, {r}) && !({ok})",
-                    accts = accounts(s),
-                    r = reserved("a"),
-                    ok = Check::NoEphemeral.cel(o, s)
-                )
-            },
-            subject: |_o, _t, s| {
-                vec![format!("{s} != null && has({s}.ephemeralContainers) ? {s}.ephemeralContainers : []")]
-            },
-            detail: "an ephemeral container in a worker pod can read the worker's token; debug a copy of the pod under another account",
-        },
-        Rule {
             id: rules::MINT_FOR_WORKER,
             // A TokenRequest (`serviceaccounts/token`) names its account in the
             // request. The kubelet asks for the tokens of the pods bound to its
             // node (the node authorizer holds it to them): those are the pods' own.
             violation: |o, _t, _s| {
                 format!(
-                    "request.subResource == 'token' && {r} \
+                    "has(request.subResource) && request.subResource == 'token' && {r} \
                      && !(has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups && has({o}.spec.boundObjectRef) && {o}.spec.boundObjectRef.kind == 'Pod')",
                     r = reserved("request.name")
                 )

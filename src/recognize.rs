@@ -215,8 +215,11 @@ impl Check {
                 vol = token_volume("v")
             ),
             Check::NoOtherToken => format!(
-                "!has({s}.volumes) || !{s}.volumes.exists(v, v.name != {tv} && has(v.projected) && has(v.projected.sources) && v.projected.sources.exists(x, has(x.serviceAccountToken)))",
-                tv = lit(identity::TOKEN_VOLUME)
+                "!has({s}.volumes) || !{s}.volumes.exists(v, v.name != {tv} && has(v.projected) && has(v.projected.sources) && v.projected.sources.exists(x, has(x.serviceAccountToken)) \
+                 && !(v.name.startsWith({api}) && !({automount_off})))",
+                tv = lit(identity::TOKEN_VOLUME),
+                api = lit(API_ACCESS_PREFIX),
+                automount_off = Check::Automount.cel(o, s)
             ),
             Check::NoEphemeral => format!(
                 "!has({s}.ephemeralContainers) || size({s}.ephemeralContainers) == 0"
@@ -247,12 +250,20 @@ fn untouched(check: &workload::ContainerCheck, author: Option<&Vec<String>>) -> 
             .all(|(var, _)| check.missing_env.contains(var) != had(var))
 }
 
+/// The volume the ServiceAccount admission plugin adds, before any admission
+/// policy runs, to a pod that does not turn automount off: the API token is
+/// then the automount check's (NVW101; live NVW203), not a second token.
+pub const API_ACCESS_PREFIX: &str = "kube-api-access-";
+
 /// A service account token projected by a volume other than the contract's:
 /// its field, line and audience.
 pub fn other_token(spec: &Node) -> Option<(String, u32, String)> {
     let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
+    let automount_off = spec.get("automountServiceAccountToken").map(to_json)
+        == Some(serde_json::Value::Bool(false));
     volumes.iter().enumerate().find_map(|(i, v)| {
-        if v.str_at(&["name"]) == Some(identity::TOKEN_VOLUME) {
+        let name = v.str_at(&["name"]).unwrap_or("");
+        if name == identity::TOKEN_VOLUME || name.starts_with(API_ACCESS_PREFIX) && !automount_off {
             return None;
         }
         let sources = v.path(&["projected", "sources"]).and_then(Node::items)?;
@@ -368,9 +379,11 @@ impl Record {
                             Some(vars) if !vars.is_empty() => {
                                 record.env.insert(c.clone(), vars);
                             }
-                            _ => return bad(format!(
+                            _ => {
+                                return bad(format!(
                                 "lists for container {c:?} something other than contract env names"
-                            )),
+                            ))
+                            }
                         }
                     }
                     continue;

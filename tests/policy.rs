@@ -83,8 +83,8 @@ fn options_land_where_the_api_server_reads_them() {
     assert_eq!(
         ids,
         [
-            "NVW101", "NVW108", "NVW109", "NVW102", "NVW104", "NVW114", "NVW106", "NVW115",
-            "NVW117", "NVW114"
+            "NVW115", "NVW117", "NVW101", "NVW108", "NVW109", "NVW102", "NVW104", "NVW114",
+            "NVW106", "NVW114"
         ]
     );
     assert_eq!(binding["kind"], "ValidatingAdmissionPolicyBinding");

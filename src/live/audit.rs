@@ -286,7 +286,7 @@ pub fn check_pod(
     let automount_volume = |i: usize| {
         spec.pointer(&format!("/volumes/{i}/name"))
             .and_then(Value::as_str)
-            .is_some_and(|n| n.starts_with("kube-api-access-"))
+            .is_some_and(|n| n.starts_with(crate::recognize::API_ACCESS_PREFIX))
     };
     let ns = at.namespace.as_deref().unwrap_or("");
     let automounted = spec
