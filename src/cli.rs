@@ -9,6 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::commands::{self, StreamFormat, ValidateFormat};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::identity;
 use crate::krm;
 use crate::manifest::parse_stream;
 use crate::selector::Selector;
@@ -168,9 +169,17 @@ pub struct ValidateArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct PolicyArgs {
-    /// A user the policy does not evaluate: the NVCF agent (system:serviceaccount:NAMESPACE:NAME); repeatable.
+    /// The NVCF agent's ServiceAccount, whose requests the policy does not evaluate
+    /// (system:serviceaccount:NAMESPACE:NAME); repeatable [default: system:serviceaccount:nvca-system:nvca].
     #[arg(long = "agent", value_name = "SUBJECT")]
     pub agents: Vec<String>,
+    /// The agent's system namespace when it is not nvca-system (the NVCFBackend's spec.clusterConfig.systemNamespace): the default agent is system:serviceaccount:NAMESPACE:nvca.
+    #[arg(
+        long = "agent-namespace",
+        value_name = "NAMESPACE",
+        conflicts_with = "agents"
+    )]
+    pub agent_namespace: Option<String>,
     /// A user (a GitOps controller) from whom the transformer's exact output is admitted; repeatable.
     #[arg(long = "allow-applier", value_name = "SUBJECT")]
     pub appliers: Vec<String>,
@@ -406,7 +415,31 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
         Some(Command::Cleanup(args)) => crate::live::run_cleanup(args, stdout, stderr),
         Some(Command::Audit(args)) => crate::live::run_audit(args, stdout),
         Some(Command::Describe(args)) => crate::live::run_describe(args, stdout),
-        Some(Command::Policy(args)) => {
+        Some(Command::Policy(mut args)) => {
+            if let Some(bad) = args
+                .agents
+                .iter()
+                .find(|a| identity::parse_service_account_user(a).is_none())
+            {
+                return Err(Error::Usage(format!(
+                    "--agent takes the agent's ServiceAccount as the API server names it, system:serviceaccount:NAMESPACE:NAME (the agent is system:serviceaccount:{}:{} unless its system namespace was changed: then --agent-namespace), not {bad:?}",
+                    identity::AGENT_NAMESPACE,
+                    identity::AGENT_ACCOUNT
+                )));
+            }
+            if args.agents.is_empty() {
+                let ns = args
+                    .agent_namespace
+                    .as_deref()
+                    .unwrap_or(identity::AGENT_NAMESPACE);
+                let agent = identity::service_account_user(ns, identity::AGENT_ACCOUNT);
+                if identity::parse_service_account_user(&agent).is_none() {
+                    return Err(Error::Usage(format!(
+                        "--agent-namespace takes a namespace name, not {ns:?}"
+                    )));
+                }
+                args.agents.push(agent);
+            }
             let subjects = args.agents.iter().chain(&args.appliers);
             if let Some(bad) = subjects
                 .into_iter()

@@ -22,6 +22,37 @@ pub const WORKER_NAME: &str = "nvcf-worker";
 pub const INFRA_ANNOTATION: &str = "nvca.nvcf.nvidia.io/nvca-infra-object";
 /// Label naming the MiniService an agent-made identity belongs to (`MiniserviceNameLabel`).
 pub const MINISERVICE_LABEL: &str = "nvca.nvcf.nvidia.io/miniservice-name";
+/// The agent's own account, in its system namespace (operator constants
+/// `NVCAModuleName`, `DefaultNVCASystemNamespace`; the namespace is the
+/// NVCFBackend's `spec.clusterConfig.systemNamespace`).
+pub const AGENT_ACCOUNT: &str = "nvca";
+pub const AGENT_NAMESPACE: &str = "nvca-system";
+/// The account the agent impersonates to apply a MiniService's chart objects
+/// (`InstanceServiceAccountName`): evaluated by the agent's webhook like a user.
+pub const MINISERVICE_APPLIER: &str = "miniservice-instance-permissions";
+/// Bootstrap tokens the worker library gives up for a mounted projected token
+/// (`psat_source.go`): `NVCF_WORKER_TOKEN`, `NVCT_WORKER_TOKEN` for tasks.
+pub const BOOTSTRAP_TOKEN_ENV: [&str; 2] = ["NVCF_WORKER_TOKEN", "NVCT_WORKER_TOKEN"];
+
+/// `system:serviceaccount:NS:NAME`, the username the API server gives an account.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// The namespace and name of a ServiceAccount username, if it is one.
+pub fn parse_service_account_user(user: &str) -> Option<(&str, &str)> {
+    let (ns, name) = user
+        .strip_prefix("system:serviceaccount:")?
+        .split_once(':')?;
+    let dns = |s: &str| {
+        !s.is_empty()
+            && s.len() <= MAX_NAME_LEN
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    (dns(ns) && dns(name)).then_some((ns, name))
+}
+
 pub const TOKEN_VOLUME: &str = "nvcf-worker-token";
 pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/tokens";
 pub const TOKEN_PATH: &str = "token";

@@ -105,10 +105,11 @@ fn options_land_where_the_api_server_reads_them() {
         objs[1]["spec"]["validationActions"],
         json!(["Audit", "Warn"])
     );
-    // No --agent: nobody is exempt but the controllers making owned objects.
+    // No --agent: the agent's documented account, and the controllers making
+    // owned objects.
     assert_eq!(
         objs[0]["spec"]["matchConditions"].as_array().unwrap().len(),
-        1
+        2
     );
 }
 
@@ -123,5 +124,44 @@ fn blank_subjects_and_bad_selectors_are_usage_errors() {
         out.code(2);
         assert!(out.stdout.is_empty(), "{out}");
         assert!(out.stderr.starts_with("error: "), "{out}");
+    }
+}
+
+/// The agent by default (issue 23): its documented account, another system
+/// namespace by `--agent-namespace`, and an `--agent` that is not a
+/// ServiceAccount's username is a usage error, not a policy that refuses the
+/// agent's own identities.
+#[test]
+fn the_agent_is_exempt_by_default_and_a_bad_agent_is_a_usage_error() {
+    let agent_condition = |args: &[&str]| {
+        let out = run(args, "");
+        out.ok();
+        let objs = objects(&out.stdout);
+        objs[0]["spec"]["matchConditions"][0].clone()
+    };
+    assert_eq!(
+        agent_condition(&["policy"]),
+        json!({"name": "not-the-agent", "expression": "!(request.userInfo.username in ['system:serviceaccount:nvca-system:nvca'])"})
+    );
+    assert_eq!(
+        agent_condition(&["policy", "--agent-namespace", "nvca-prod"])["expression"],
+        "!(request.userInfo.username in ['system:serviceaccount:nvca-prod:nvca'])"
+    );
+    for bad in [
+        vec!["policy", "--agent", "nvca"],
+        vec!["policy", "--agent", "system:serviceaccount:nvca-system"],
+        vec!["policy", "--agent", "system:serviceaccount:NVCA:nvca"],
+        vec!["policy", "--agent-namespace", "a b"],
+        vec![
+            "policy",
+            "--agent",
+            "system:serviceaccount:a:b",
+            "--agent-namespace",
+            "c",
+        ],
+    ] {
+        let out = run(&bad, "");
+        out.code(2);
+        assert!(out.stdout.is_empty(), "{bad:?}: {out}");
     }
 }
