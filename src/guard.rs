@@ -153,15 +153,21 @@ fn has_rules(n: &Node) -> bool {
 }
 
 /// The transformer's RoleBinding: Role `name` to ServiceAccount `name`, nothing else.
+/// A subject without a namespace is the binding's own namespace's account (RBAC
+/// reads it so), as inject writes it for a workload without one and as the cluster
+/// stores it once the binding has a namespace.
 fn is_own_binding(n: &Node, name: &str, ns: Option<&str>) -> bool {
     let want_ref =
         serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
-    let mut subject = serde_json::json!({"kind": "ServiceAccount", "name": name});
+    let bare = serde_json::json!({"kind": "ServiceAccount", "name": name});
+    let mut subject = bare.clone();
     if let Some(ns) = ns {
         subject["namespace"] = ns.into();
     }
+    let subjects = n.get("subjects").map(to_json);
     n.get("roleRef").map(to_json) == Some(want_ref)
-        && n.get("subjects").map(to_json) == Some(serde_json::json!([subject]))
+        && (subjects == Some(serde_json::json!([subject]))
+            || subjects == Some(serde_json::json!([bare])))
 }
 
 fn binds_a_worker(n: &Node) -> bool {

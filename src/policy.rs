@@ -247,6 +247,24 @@ fn rules() -> Vec<Rule> {
             },
             detail: "the annotation nvca.nvcf.nvidia.io/nvca-infra-object is the NVCF agent's own mark; only the agent may set it",
         },
+        // Before NVW109: a worker Role with rules is refused for its rules by the
+        // guard whoever wrote it, and the API server reports the first failing validation.
+        Rule {
+            id: guard::WORKER_ROLE_RULES,
+            violation: |o, _t, _s| {
+                format!(
+                    "{o}.kind in ['Role', 'ClusterRole'] && {r} && (has({o}.rules) && size({o}.rules) > 0 || has({o}.aggregationRule))",
+                    r = reserved(&format!("{o}.metadata.name"))
+                )
+            },
+            subject: |o, _t, _s| {
+                vec![
+                    format!("has({o}.rules) ? {o}.rules : []"),
+                    format!("has({o}.aggregationRule)"),
+                ]
+            },
+            detail: "a worker Role is deny-by-default: rules: []",
+        },
         Rule {
             id: guard::HAND_WRITTEN_IDENTITY,
             violation: |o, _t, _s| {
@@ -280,22 +298,6 @@ fn rules() -> Vec<Rule> {
             },
             subject: |o, _t, _s| vec![format!("has({o}.subjects) ? {o}.subjects : []")],
             detail: "a worker identity keeps only its own empty Role; bind another ServiceAccount",
-        },
-        Rule {
-            id: guard::WORKER_ROLE_RULES,
-            violation: |o, _t, _s| {
-                format!(
-                    "{o}.kind in ['Role', 'ClusterRole'] && {r} && (has({o}.rules) && size({o}.rules) > 0 || has({o}.aggregationRule))",
-                    r = reserved(&format!("{o}.metadata.name"))
-                )
-            },
-            subject: |o, _t, _s| {
-                vec![
-                    format!("has({o}.rules) ? {o}.rules : []"),
-                    format!("has({o}.aggregationRule)"),
-                ]
-            },
-            detail: "a worker Role is deny-by-default: rules: []",
         },
         Rule {
             id: guard::MINT_FOR_WORKER,

@@ -368,12 +368,22 @@ fn dist_root() -> tempfile::TempDir {
 }
 
 fn dist(root: &Path, args: &[&str]) -> Output {
-    Command::new(root.join("scripts/dist.sh"))
-        .arg("--binary")
-        .arg(root.join("stub/kubectl-nvcf-worker"))
-        .args(args)
-        .output()
-        .unwrap()
+    // A script just written can be busy for a moment: another test thread's fork
+    // may still hold the writer's descriptor until its exec (ETXTBSY).
+    for _ in 0..50 {
+        match Command::new(root.join("scripts/dist.sh"))
+            .arg("--binary")
+            .arg(root.join("stub/kubectl-nvcf-worker"))
+            .args(args)
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("scripts/dist.sh stayed busy (ETXTBSY) for a second");
 }
 
 fn platform_entry<'a>(m: &'a Value, os: &str, arch: &str) -> &'a Value {

@@ -12,6 +12,8 @@ use serde_json::json;
 
 #[path = "support/oracle.rs"]
 mod oracle;
+#[path = "support/tricks.rs"]
+mod tricks;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
 
@@ -830,131 +832,13 @@ fn injecting_one_object_never_changes_another_that_shared_its_node_in_a_resource
 // ---------------------------------------------------------------------------
 // The guard against decoding tricks.
 
-fn pod_with(spec_lines: &str, selected: bool) -> String {
-    let labels = if selected {
-        "\n  labels: {nvcf.io/worker: \"true\"}"
-    } else {
-        ""
-    };
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p{labels}\nspec:\n  containers: [{{name: c, image: i}}]\n{spec_lines}"
-    )
-}
-
 #[test]
 fn look_alike_keys_and_decoding_tricks_do_not_slip_past_the_guard() {
-    let cases: &[(&str, &str)] = &[
-        (
-            "trailing space",
-            "  \"serviceAccountName \": nvcf-worker-x\n",
-        ),
-        (
-            "leading space",
-            "  \" serviceAccountName\": nvcf-worker-x\n",
-        ),
-        ("tab inside", "  \"service\\tAccountName\": nvcf-worker-x\n"),
-        ("Cyrillic small a", "  serviceAccountNаme: nvcf-worker-x\n"),
-        (
-            "Cyrillic capital A",
-            "  serviceАccountName: nvcf-worker-x\n",
-        ),
-        (
-            "Cyrillic o, e and c",
-            "  sеrviсeAccоuntName: nvcf-worker-x\n",
-        ),
-        (
-            "Greek capital Alpha",
-            "  serviceΑccountName: nvcf-worker-x\n",
-        ),
-        ("Greek omicron", "  serviceAccοuntName: nvcf-worker-x\n"),
-        ("Greek capital Nu", "  serviceAccountΝame: nvcf-worker-x\n"),
-        (
-            "zero-width space",
-            "  \"service\\u200bAccountName\": nvcf-worker-x\n",
-        ),
-        (
-            "zero-width joiner raw",
-            "  service\u{200d}AccountName: nvcf-worker-x\n",
-        ),
-        ("soft hyphen", "  service\u{ad}AccountName: nvcf-worker-x\n"),
-        (
-            "BOM inside",
-            "  \"serviceAccount\\uFEFFName\": nvcf-worker-x\n",
-        ),
-        ("fullwidth", "  ｓｅｒｖｉｃｅAccountName: nvcf-worker-x\n"),
-        ("other case", "  ServiceAccountName: nvcf-worker-x\n"),
-        ("lower case", "  serviceaccountname: nvcf-worker-x\n"),
-        (
-            "deprecated key look-alike",
-            "  serviceАccount: nvcf-worker-x\n",
-        ),
-        (
-            "escaped key",
-            "  \"service\\x41ccountName\": nvcf-worker-x\n",
-        ),
-        (
-            "unicode-escaped key",
-            "  \"\\u0073erviceAccountName\": nvcf-worker-x\n",
-        ),
-        (
-            "escaped value",
-            "  serviceAccountName: \"nvcf\\x2dworker-x\"\n",
-        ),
-        (
-            "single-quoted value",
-            "  serviceAccountName: 'nvcf-worker-x'\n",
-        ),
-        (
-            "tagged value",
-            "  serviceAccountName: !!str nvcf-worker-x\n",
-        ),
-        (
-            "literal block value",
-            "  serviceAccountName: |-\n    nvcf-worker-x\n",
-        ),
-        (
-            "folded block value",
-            "  serviceAccountName: >-\n    nvcf-worker-x\n",
-        ),
-        (
-            "value with spaces",
-            "  serviceAccountName: \" nvcf-worker-x \"\n",
-        ),
-        ("deprecated key", "  serviceAccount: nvcf-worker-x\n"),
-        (
-            "alias value",
-            "  x-name: &n nvcf-worker-x\n  serviceAccountName: *n\n",
-        ),
-        (
-            "alias key",
-            "  x-key: &k serviceAccountName\n  *k : nvcf-worker-x\n",
-        ),
-        ("merge key", "  <<: {serviceAccountName: nvcf-worker-x}\n"),
-        (
-            "merge list",
-            "  <<: [{x: 1}, {serviceAccount: nvcf-worker-x}]\n",
-        ),
-        (
-            "duplicate key",
-            "  serviceAccountName: default\n  serviceAccountName: nvcf-worker-x\n",
-        ),
-        (
-            "explicit key",
-            "  ? serviceAccountName\n  : nvcf-worker-x\n",
-        ),
-        (
-            "hidden in an extra field",
-            "  x-extra: {containers: [{name: c}], serviceAccountName: nvcf-worker-x}\n",
-        ),
-        (
-            "hidden in a list",
-            "  x-extra: [[{serviceAccountName: nvcf-worker-x}]]\n",
-        ),
-    ];
+    let cases = tricks::DECODING_TRICKS;
     let rules = ["NVW101", "NVW107", "NVW001"];
     for (name, lines) in cases {
         for selected in [false, true] {
-            let doc = pod_with(lines, selected);
+            let doc = tricks::pod_with(lines, selected);
             let v = run(VALIDATE, doc.as_bytes());
             v.assert_clean();
             assert_eq!(
@@ -985,7 +869,7 @@ fn look_alike_keys_and_decoding_tricks_do_not_slip_past_the_guard() {
         }
     }
     // Contrast: the real key with an ordinary account passes.
-    let ok = pod_with("  serviceAccountName: app\n", false);
+    let ok = tricks::pod_with("  serviceAccountName: app\n", false);
     assert_eq!(run(VALIDATE, ok.as_bytes()).code, 0);
 }
 

@@ -83,7 +83,7 @@ fn options_land_where_the_api_server_reads_them() {
     assert_eq!(
         ids,
         [
-            "NVW115", "NVW117", "NVW101", "NVW108", "NVW109", "NVW102", "NVW104", "NVW114",
+            "NVW115", "NVW117", "NVW101", "NVW108", "NVW104", "NVW109", "NVW102", "NVW114",
             "NVW106", "NVW114"
         ]
     );

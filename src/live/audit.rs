@@ -29,8 +29,9 @@ use crate::rules;
 pub use crate::rules::{AUTOMOUNT, TOKEN_AUDIENCE, TOKEN_EXPIRATION, WORKER_ENV};
 
 /// What audit reads, in report order.
-const AUDITED: [Resource; 13] = [
+const AUDITED: [Resource; 14] = [
     client::PODS,
+    client::POD_TEMPLATES,
     client::REPLICATION_CONTROLLERS,
     client::DEPLOYMENTS,
     client::STATEFUL_SETS,

@@ -49,6 +49,7 @@ pub const DAEMON_SETS: Resource = res("apps/v1", "DaemonSet", "daemonsets", true
 pub const REPLICA_SETS: Resource = res("apps/v1", "ReplicaSet", "replicasets", true);
 pub const JOBS: Resource = res("batch/v1", "Job", "jobs", true);
 pub const CRON_JOBS: Resource = res("batch/v1", "CronJob", "cronjobs", true);
+pub const POD_TEMPLATES: Resource = res("v1", "PodTemplate", "podtemplates", true);
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 pub const ROLES: Resource = res(RBAC, "Role", "roles", true);
 pub const ROLE_BINDINGS: Resource = res(RBAC, "RoleBinding", "rolebindings", true);

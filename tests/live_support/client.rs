@@ -37,6 +37,15 @@ impl std::fmt::Display for ApiError {
 }
 
 /// The REST path of a kind's collection (`/api/v1/namespaces/ns/pods`).
+fn collection_guess(api_version: &str, kind: &str, namespace: Option<&str>) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    let root = format!("/apis/{api_version}");
+    match namespace {
+        Some(ns) => format!("{root}/namespaces/{ns}/{plural}"),
+        None => format!("{root}/{plural}"),
+    }
+}
+
 pub fn collection(api_version: &str, kind: &str, namespace: Option<&str>) -> String {
     let plural = match kind {
         "Namespace" => "namespaces",
@@ -56,7 +65,10 @@ pub fn collection(api_version: &str, kind: &str, namespace: Option<&str>) -> Str
         "Job" => "jobs",
         "CronJob" => "cronjobs",
         "PodTemplate" => "podtemplates",
-        other => panic!("no REST path known for kind {other}"),
+        "Service" => "services",
+        // Custom resources: the conventional plural (a kind this cluster does not
+        // serve gets its 404 from the server).
+        other => return collection_guess(api_version, other, namespace),
     };
     let root = if api_version.contains('/') {
         format!("/apis/{api_version}")

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod controlplane;
+pub mod policy;
 pub mod proxy;
 
 use std::collections::BTreeSet;

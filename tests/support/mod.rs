@@ -2,6 +2,9 @@
 //! ResourceLists, and read output back with the crate's own manifest API.
 #![allow(dead_code)]
 
+pub mod cases;
+pub mod tricks;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -288,13 +291,26 @@ pub fn workload(kind: &str, name: &str, ns: &str, selected: bool, pod_spec: &str
         "apiVersion: {}\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\n{labels}",
         api_version(kind)
     );
-    let spec = indent(pod_spec.trim_end(), 0);
+    // What the API server requires beside the pod spec, so that every case is
+    // an object a cluster would store (tests/faces.rs sends them to one).
+    let spec = match kind {
+        "Job" | "CronJob" => format!("restartPolicy: Never\n{}", pod_spec.trim_end()),
+        _ => pod_spec.trim_end().to_string(),
+    };
     let (prefix, depth) = match kind {
         "Pod" => ("spec:\n", 1),
         "PodTemplate" => ("template:\n  metadata:\n    labels:\n      app: x\n  spec:\n", 2),
         "CronJob" => (
             "spec:\n  schedule: \"*/5 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        metadata:\n          labels:\n            app: x\n        spec:\n",
             5,
+        ),
+        "Job" => (
+            "spec:\n  template:\n    metadata:\n      labels:\n        app: x\n    spec:\n",
+            3,
+        ),
+        "ReplicationController" => (
+            "spec:\n  selector:\n    app: x\n  template:\n    metadata:\n      labels:\n        app: x\n    spec:\n",
+            3,
         ),
         _ => (
             "spec:\n  selector:\n    matchLabels:\n      app: x\n  template:\n    metadata:\n      labels:\n        app: x\n    spec:\n",
