@@ -161,11 +161,10 @@ async fn pod_user(
     options: Options,
 ) -> Result<Option<String>> {
     let selector = format!("spec.serviceAccountName={}", target.name);
-    kube.list_fold(
+    kube.list_unpaged(
         &client::PODS,
         &Scope::Namespace(target.namespace.clone()),
-        false,
-        Some(&selector),
+        &selector,
         |user: &mut Option<String>, pod: Value| {
             let phase = pod
                 .pointer("/status/phase")
