@@ -646,6 +646,37 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn template_account_reads_each_kinds_pod_spec_and_the_deprecated_field() {
+        let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "spec": {"jobTemplate":
+            {"spec": {"template": {"spec": {"serviceAccountName": "nvcf-worker-n"}}}}}});
+        assert_eq!(template_account(&cron), Some("nvcf-worker-n"));
+        let old = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template":
+            {"spec": {"serviceAccountName": "", "serviceAccount": "nvcf-worker-d"}}}});
+        assert_eq!(template_account(&old), Some("nvcf-worker-d"));
+        let none = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": {"spec": {}}}});
+        assert_eq!(template_account(&none), None);
+        let custom = json!({"apiVersion": "example.com/v1", "kind": "Deployment", "spec": {"template":
+            {"spec": {"serviceAccountName": "nvcf-worker-x"}}}});
+        assert_eq!(template_account(&custom), None);
+    }
+
+    #[test]
+    fn merged_owners_keep_every_list_s_findings() {
+        let mut a = Owners::default();
+        pod(&mut a, "n", "p", "nvcf-worker-p", "Running");
+        let mut b = Owners::default();
+        pod(&mut b, "n", "q", "nvcf-worker-p", "Pending");
+        b.add_workload(&json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"namespace": "n", "name": "j"},
+            "spec": {"template": {"spec": {"serviceAccountName": "nvcf-worker-p"}}}}));
+        a.merge(b);
+        assert_eq!(
+            a.account_use("n", "nvcf-worker-p", false).as_deref(),
+            Some("in use: pod p (Running), pod q (Pending), Job/j's pod template runs as it")
+        );
+        assert_eq!(a.pods.len(), 2);
+    }
+
+    #[test]
     fn ages_read_like_kubectl() {
         assert_eq!(human_age(59), "59s");
         assert_eq!(human_age(600), "10m");
