@@ -185,6 +185,117 @@ fn an_object_recreated_between_list_and_delete_is_left_alone() {
     assert_eq!(c.deletes().len(), 1);
 }
 
+/// Starts `cleanup --yes` with `gate` on the requests `fault` matches, waits until
+/// the run is held there (the plan made), runs `meanwhile`, then lets it go on.
+fn cleanup_paused(c: &Cluster, fault: Fault, gate: &Gate, meanwhile: impl FnOnce()) -> String {
+    c.add_fault(fault);
+    let run = {
+        let kubeconfig = c.kubeconfig.clone();
+        std::thread::spawn(move || run_with(&kubeconfig, &["cleanup", "--yes", "--min-age", "0s"]))
+    };
+    gate.wait_held(Duration::from_secs(30));
+    meanwhile();
+    gate.open();
+    ok(&run.join().unwrap())
+}
+
+#[test]
+fn a_pod_started_between_plan_and_delete_keeps_its_identity() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-late");
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    // Held: the executor's pod check for nvcf-worker-late, after the plan's lists.
+    let gate = Gate::new();
+    let fault = Fault::new("/pods", FaultKind::Gate(gate.clone()))
+        .method("GET")
+        .param("fieldSelector", "spec.serviceAccountName=nvcf-worker-late");
+    let text = cleanup_paused(&c, fault, &gate, || {
+        c.seed_pod(&ns, "late", "nvcf-worker-late", "Running");
+    });
+    // The plan called it orphaned; the run saw the pod and left it.
+    assert!(
+        text.contains(&format!("delete {ns}/nvcf-worker-late (orphaned)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("deleted: 1 identities (3 objects); skipped: 1; failed: 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "skipped {ns}/nvcf-worker-late: in use by pod/late since the plan"
+        )),
+        "{text}"
+    );
+    assert_eq!(c.members(&ns, "nvcf-worker-late"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
+    assert!(c
+        .deletes()
+        .iter()
+        .all(|r| !r.path.ends_with("/nvcf-worker-late")));
+}
+
+#[test]
+fn a_deployment_created_between_plan_and_delete_keeps_its_identity() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-web");
+    c.seed_trio(&ns, "nvcf-worker-gone");
+    // Held: the executor's Deployment list (the plan's came first), which both
+    // identities' deletes wait for.
+    let gate = Gate::new();
+    let fault = Fault::new(
+        &format!("/namespaces/{ns}/deployments"),
+        FaultKind::Gate(gate.clone()),
+    )
+    .method("GET")
+    .skip(1);
+    let text = cleanup_paused(&c, fault, &gate, || {
+        assert!(c.deletes().is_empty(), "deleted before the re-check");
+        // Scaled to zero: no pod ever runs as it, only the template names it.
+        let mut web = deployment(&ns, "web");
+        web["spec"]["template"]["spec"]["serviceAccountName"] = json!("nvcf-worker-web");
+        c.create(web);
+    });
+    assert!(
+        text.contains(&format!("delete {ns}/nvcf-worker-web (orphaned)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("deleted: 1 identities (3 objects); skipped: 1; failed: 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "skipped {ns}/nvcf-worker-web: in use by deployment/web since the plan"
+        )),
+        "{text}"
+    );
+    assert_eq!(c.members(&ns, "nvcf-worker-web"), 3);
+    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
+    assert!(c.pending_faults().is_empty(), "the gate never fired");
+}
+
+/// The benchmark's core, small: its request budget (the plan's list pages, one pod
+/// re-check per orphan, the workload kinds per batch, three deletes per orphan)
+/// must hold exactly, so it cannot go stale. Times are printed, not asserted.
+#[test]
+fn benchmark_small_run_keeps_its_request_budget() {
+    let c = Cluster::start();
+    // 300 identities in pages of 64: several pages per list, three batches.
+    let report = bench::run(&c, 300, 64);
+    report.print();
+    assert_eq!(
+        report.summary,
+        "deleted: 150 identities (450 objects); skipped: 0; failed: 0"
+    );
+    assert_eq!(report.budget.plan_pages, 3 * 5 + 3 + 7);
+    assert_eq!(report.budget.batch_pages, 3 * 7);
+    assert_eq!(report.requests, report.budget.total());
+    assert_eq!(report.left, 150);
+}
+
 #[test]
 fn only_nvcf_worker_names_are_ever_deleted() {
     let c = Cluster::start();
@@ -274,17 +385,45 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
     // 10 or 11 objects per trio kind → 3 pages each; 3 pods → 1 page; one (empty)
     // page per built-in workload kind, whose pod templates may use an identity.
     let pages = 3 * 3 + 1 + 7;
-    assert_eq!(list_requests(&requests), pages);
+    // The re-check before deleting: the workload kinds once for the batch (7
+    // identities, one batch, one namespace), and one pod list by account per
+    // planned identity, unpaged (its answer is small).
+    let recheck = 7 + 7;
+    assert_eq!(list_requests(&requests), pages + 7);
     assert_eq!(c.deletes().len(), 3 * 7);
     assert_eq!(
         requests.len(),
-        pages + 3 * 7,
+        pages + recheck + 3 * 7,
         "{:#?}",
         requests
             .iter()
             .map(|r| (&r.method, &r.path))
             .collect::<Vec<_>>()
     );
+    let pod_checks: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == format!("/api/v1/namespaces/{ns}/pods"))
+        .filter_map(|r| r.param("fieldSelector"))
+        .collect();
+    let mut expected: Vec<String> = (0..7)
+        .map(|i| format!("spec.serviceAccountName=nvcf-worker-gone-{i}"))
+        .collect();
+    let mut sorted = pod_checks.clone();
+    sorted.sort();
+    expected.sort();
+    assert_eq!(sorted, expected);
+    // Each identity's pod check comes before its first delete.
+    for i in 0..7 {
+        let name = format!("nvcf-worker-gone-{i}");
+        let at = |pred: &dyn Fn(&Request) -> bool| requests.iter().position(pred).unwrap();
+        let check =
+            at(&|r| r.param("fieldSelector") == Some(&format!("spec.serviceAccountName={name}")));
+        let delete = at(&|r| r.method == "DELETE" && r.path.ends_with(&format!("/{name}")));
+        assert!(
+            check < delete,
+            "{name}: check {check}, first delete {delete}"
+        );
+    }
     // The trio lists asked for metadata only (pods and workloads in full: their
     // accounts are in the spec).
     let trio_kinds = ["/serviceaccounts", "/roles", "/rolebindings"];
@@ -466,12 +605,23 @@ fn all_namespaces_lists_each_kind_once_across_the_cluster() {
         .filter(|r| r.method == "GET")
         .map(|r| r.path)
         .collect();
-    // The trio, pods, and the seven built-in workload kinds.
-    assert_eq!(lists.len(), 4 + 7, "{lists:?}");
+    // The plan: the trio, pods, and the seven built-in workload kinds, each once
+    // across the cluster.
+    let (plan, recheck) = lists.split_at(4 + 7);
     assert!(
-        lists.iter().all(|p| !p.contains("/namespaces/")),
+        plan.iter().all(|p| !p.contains("/namespaces/")),
         "{lists:?}"
     );
+    // The re-check, in each namespace the batch touches: a pod list per identity
+    // and the seven workload kinds per namespace.
+    assert_eq!(recheck.len(), 2 + 2 * 7, "{lists:?}");
+    for ns in [&a, &b] {
+        let here = recheck
+            .iter()
+            .filter(|p| p.contains(&format!("/namespaces/{ns}/")))
+            .count();
+        assert_eq!(here, 1 + 7, "{ns}: {lists:?}");
+    }
     // -n scopes to one namespace.
     let cc = c.ns_named("team-c");
     c.seed_trio(&b, "nvcf-worker-b");

@@ -1,20 +1,12 @@
-//! `cleanup`: a pure plan from what was listed, then an executor that deletes with
-//! UID preconditions. Splitting them keeps every safety rule testable without a
-//! cluster and makes the plan what `--yes` would do, exactly.
+//! `cleanup`'s plan: pure, from what was listed, so every safety rule is testable
+//! without a cluster and the plan is what `--yes` sets out to do. The executor
+//! (`executor.rs`) re-checks and deletes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::stream::{self, StreamExt};
-
-use super::client::{DeleteOutcome, Kube};
 use super::inventory::{Identity, Member, Owners, State, StateOptions};
-use crate::error::{Error, Result};
 use crate::identity::is_reserved;
-
-/// Deletes of different identities in flight at once; each identity's own three
-/// deletes stay in order.
-pub const CONCURRENCY: usize = 8;
 
 /// One object to delete, with the UID it had when listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,120 +85,6 @@ pub fn plan(identities: &[Identity], owners: &Owners, now: i64, options: &StateO
         });
     }
     out
-}
-
-/// How one identity's deletion ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Every object deleted or already gone; the count actually deleted.
-    Deleted {
-        objects: usize,
-    },
-    /// Stopped before deleting the rest: an object was replaced since it was listed.
-    /// `objects` were deleted before that (the summary counts every delete).
-    Skipped {
-        reason: String,
-        objects: usize,
-    },
-    Failed {
-        error: String,
-        objects: usize,
-    },
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
-    pub deleted: usize,
-    pub objects: usize,
-    /// (namespace/name, why).
-    pub skipped: Vec<(String, String)>,
-    pub failed: Vec<(String, String)>,
-}
-
-impl Summary {
-    pub fn add(&mut self, identity: &PlannedIdentity, outcome: Outcome) {
-        let key = format!("{}/{}", identity.namespace, identity.name);
-        match outcome {
-            Outcome::Deleted { objects } => {
-                self.deleted += 1;
-                self.objects += objects;
-            }
-            Outcome::Skipped { reason, objects } => {
-                self.objects += objects;
-                self.skipped.push((key, reason));
-            }
-            Outcome::Failed { error, objects } => {
-                self.objects += objects;
-                self.failed.push((key, error));
-            }
-        }
-    }
-}
-
-/// Deletes one identity's objects in order. A NotFound counts as done (the agent
-/// or an earlier run got there first); a UID conflict stops this identity.
-async fn delete_identity(kube: &Kube, target: &PlannedIdentity, dry_run: bool) -> Result<Outcome> {
-    let mut objects = 0;
-    for d in &target.deletions {
-        // The plan only holds worker names; this guards the executor on its own.
-        if !is_reserved(&target.name) {
-            return Ok(Outcome::Skipped {
-                reason: format!("{} is not a worker identity name", target.name),
-                objects,
-            });
-        }
-        let deleted = kube
-            .delete(
-                &d.member.resource(),
-                &target.namespace,
-                &target.name,
-                &d.uid,
-                dry_run,
-            )
-            .await;
-        match deleted {
-            Ok(DeleteOutcome::Deleted) => objects += 1,
-            Ok(DeleteOutcome::NotFound) => {}
-            Ok(DeleteOutcome::Conflict(message)) => {
-                return Ok(Outcome::Skipped {
-                    reason: format!(
-                        "{} changed since it was listed (UID precondition failed: {message})",
-                        d.member.kind()
-                    ),
-                    objects,
-                })
-            }
-            Err(e @ Error::Forbidden { .. }) => return Err(e),
-            Err(e) => {
-                return Ok(Outcome::Failed {
-                    error: e.to_string(),
-                    objects,
-                })
-            }
-        }
-    }
-    Ok(Outcome::Deleted { objects })
-}
-
-/// Runs the plan with bounded concurrency. `progress` is called after each
-/// identity. A 403 stops everything: no other delete would be allowed either.
-pub async fn execute(
-    kube: &Kube,
-    plan: &Plan,
-    dry_run: bool,
-    progress: &dyn Fn(),
-) -> Result<Summary> {
-    let mut results = stream::iter(plan.delete.iter())
-        .map(|target| async move { (target, delete_identity(kube, target, dry_run).await) })
-        .buffer_unordered(CONCURRENCY);
-    let mut summary = Summary::default();
-    while let Some((target, outcome)) = results.next().await {
-        summary.add(target, outcome?);
-        progress();
-    }
-    summary.skipped.sort();
-    summary.failed.sort();
-    Ok(summary)
 }
 
 /// `10m`, `1h30m`, `45s`, `2d`, or plain seconds.

@@ -321,13 +321,63 @@ impl Kube {
         metadata_only: bool,
         field_selector: Option<&str>,
     ) -> Result<Vec<Value>> {
+        self.list_fold(
+            resource,
+            scope,
+            metadata_only,
+            field_selector,
+            |items: &mut Vec<Value>, item| items.push(item),
+        )
+        .await
+    }
+
+    /// [`Kube::list`] folded item by item into `A`, so only one page is held at a
+    /// time; a restart after a 410 starts again from `A::default()`.
+    pub async fn list_fold<A: Default>(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        metadata_only: bool,
+        field_selector: Option<&str>,
+        fold: impl FnMut(&mut A, Value),
+    ) -> Result<A> {
+        self.fold_pages(resource, scope, metadata_only, field_selector, true, fold)
+            .await
+    }
+
+    /// One request, no `limit`: for a selective list whose answer is small
+    /// (cleanup's pod check by account). The API server's watch cache scans the
+    /// namespace either way; a paginated read from it costs it about a fifth more.
+    pub async fn list_unpaged<A: Default>(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        field_selector: &str,
+        fold: impl FnMut(&mut A, Value),
+    ) -> Result<A> {
+        self.fold_pages(resource, scope, false, Some(field_selector), false, fold)
+            .await
+    }
+
+    async fn fold_pages<A: Default>(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        metadata_only: bool,
+        field_selector: Option<&str>,
+        paged: bool,
+        mut fold: impl FnMut(&mut A, Value),
+    ) -> Result<A> {
         let namespace = scope.namespace();
         let request = Request::new(resource.collection_path(namespace));
-        let mut items = Vec::new();
+        let mut acc = A::default();
         let mut continue_token: Option<String> = None;
         let mut restarts = 0;
         loop {
-            let mut params = ListParams::default().limit(self.page_size);
+            let mut params = ListParams::default();
+            if paged {
+                params = params.limit(self.page_size);
+            }
             if let Some(fs) = field_selector {
                 params = params.fields(fs);
             }
@@ -340,23 +390,23 @@ impl Kube {
             .map_err(build_err)?;
             match self.send(http_request, "list", resource, namespace).await? {
                 Ok(body) => {
-                    let page: Value = serde_json::from_slice(&body).map_err(|e| {
+                    let mut page: Value = serde_json::from_slice(&body).map_err(|e| {
                         Error::Live(format!(
                             "list {}: undecodable response: {e}",
                             resource.plural
                         ))
                     })?;
-                    for mut item in page
-                        .get("items")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                    {
+                    drop(body);
+                    let items = match page.get_mut("items").map(Value::take) {
+                        Some(Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    };
+                    for mut item in items {
                         if let Some(map) = item.as_object_mut() {
                             map.insert("apiVersion".into(), resource.api_version.into());
                             map.insert("kind".into(), resource.kind.into());
                         }
-                        items.push(item);
+                        fold(&mut acc, item);
                     }
                     continue_token = page
                         .pointer("/metadata/continue")
@@ -364,7 +414,7 @@ impl Kube {
                         .filter(|t| !t.is_empty())
                         .map(str::to_string);
                     if continue_token.is_none() {
-                        return Ok(items);
+                        return Ok(acc);
                     }
                 }
                 Err(failure)
@@ -374,7 +424,7 @@ impl Kube {
                 {
                     // The snapshot the token pointed at was compacted away: start over.
                     restarts += 1;
-                    items.clear();
+                    acc = A::default();
                     continue_token = None;
                 }
                 Err(failure) => {

@@ -157,6 +157,19 @@ impl State {
     }
 }
 
+/// The account a built-in workload's pod template runs as (`serviceAccountName`,
+/// else the deprecated `serviceAccount`), if it names one.
+pub fn template_account(item: &Value) -> Option<&str> {
+    let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let path = crate::workload::pod_spec_path(text("/apiVersion"), text("/kind"))?;
+    let spec = path.iter().try_fold(item, |v, k| v.get(k))?;
+    spec.get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+        .or_else(|| spec.get("serviceAccount").and_then(Value::as_str))
+        .filter(|a| !a.is_empty())
+}
+
 /// Owners that exist, from pod and workload lists.
 #[derive(Clone, Debug, Default)]
 pub struct Owners {
@@ -173,7 +186,7 @@ pub struct Owners {
     pub templates_by_account: HashMap<(String, String), Vec<String>>,
 }
 
-fn is_terminated(phase: &str) -> bool {
+pub fn is_terminated(phase: &str) -> bool {
     phase == "Succeeded" || phase == "Failed"
 }
 
@@ -201,22 +214,11 @@ impl Owners {
 
     pub fn add_workload(&mut self, item: &Value) {
         let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
-        if let Some(path) = crate::workload::pod_spec_path(text("/apiVersion"), text("/kind")) {
-            let spec = path.iter().try_fold(item, |v, k| v.get(k));
-            let account = spec
-                .and_then(|s| {
-                    s.get("serviceAccountName")
-                        .and_then(Value::as_str)
-                        .filter(|a| !a.is_empty())
-                        .or_else(|| s.get("serviceAccount").and_then(Value::as_str))
-                })
-                .unwrap_or("");
-            if !account.is_empty() {
-                self.templates_by_account
-                    .entry((text("/metadata/namespace").into(), account.into()))
-                    .or_default()
-                    .push(format!("{}/{}", text("/kind"), text("/metadata/name")));
-            }
+        if let Some(account) = template_account(item) {
+            self.templates_by_account
+                .entry((text("/metadata/namespace").into(), account.into()))
+                .or_default()
+                .push(format!("{}/{}", text("/kind"), text("/metadata/name")));
         }
         self.workloads.insert((
             text("/metadata/namespace").to_string(),
@@ -224,6 +226,19 @@ impl Owners {
             text("/kind").to_string(),
             text("/metadata/name").to_string(),
         ));
+    }
+
+    /// Adds what another list found (lists are folded apart, then merged).
+    pub fn merge(&mut self, other: Owners) {
+        self.pods.extend(other.pods);
+        for (k, v) in other.pods_by_account {
+            self.pods_by_account.entry(k).or_default().extend(v);
+        }
+        self.workloads.extend(other.workloads);
+        self.listed_kinds.extend(other.listed_kinds);
+        for (k, v) in other.templates_by_account {
+            self.templates_by_account.entry(k).or_default().extend(v);
+        }
     }
 
     /// What still runs as `account`, whatever the identity's labels say: a pod
@@ -628,6 +643,37 @@ pub(crate) mod tests {
             "Running",
         );
         assert_eq!(ids[0].state(&owners, NOW, &options()), State::Active);
+    }
+
+    #[test]
+    fn template_account_reads_each_kinds_pod_spec_and_the_deprecated_field() {
+        let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "spec": {"jobTemplate":
+            {"spec": {"template": {"spec": {"serviceAccountName": "nvcf-worker-n"}}}}}});
+        assert_eq!(template_account(&cron), Some("nvcf-worker-n"));
+        let old = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template":
+            {"spec": {"serviceAccountName": "", "serviceAccount": "nvcf-worker-d"}}}});
+        assert_eq!(template_account(&old), Some("nvcf-worker-d"));
+        let none = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": {"spec": {}}}});
+        assert_eq!(template_account(&none), None);
+        let custom = json!({"apiVersion": "example.com/v1", "kind": "Deployment", "spec": {"template":
+            {"spec": {"serviceAccountName": "nvcf-worker-x"}}}});
+        assert_eq!(template_account(&custom), None);
+    }
+
+    #[test]
+    fn merged_owners_keep_every_list_s_findings() {
+        let mut a = Owners::default();
+        pod(&mut a, "n", "p", "nvcf-worker-p", "Running");
+        let mut b = Owners::default();
+        pod(&mut b, "n", "q", "nvcf-worker-p", "Pending");
+        b.add_workload(&json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"namespace": "n", "name": "j"},
+            "spec": {"template": {"spec": {"serviceAccountName": "nvcf-worker-p"}}}}));
+        a.merge(b);
+        assert_eq!(
+            a.account_use("n", "nvcf-worker-p", false).as_deref(),
+            Some("in use: pod p (Running), pod q (Pending), Job/j's pod template runs as it")
+        );
+        assert_eq!(a.pods.len(), 2);
     }
 
     #[test]

@@ -5,7 +5,8 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::cleanup::{Plan, PlannedIdentity, Summary};
+use super::cleanup::{Plan, PlannedIdentity};
+use super::executor::Summary;
 use super::inventory::{human_age, Member, Origin, OwnerStatus, State, StateOptions};
 use super::output::{self, Format};
 use super::Inventory;

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod cleanup;
 pub mod client;
 pub mod describe;
+pub mod executor;
 pub mod inventory;
 pub mod list;
 pub mod output;
@@ -468,37 +469,41 @@ pub struct Inventory {
 }
 
 pub async fn gather(kube: &Kube, scope: &Scope) -> Result<Inventory> {
+    // Each list is folded page by page: only worker trio members and what the
+    // owners need are kept, never a whole list.
+    let trio = |r: &'static client::Resource| {
+        kube.list_fold(r, scope, true, None, |acc: &mut Vec<ListedObject>, item| {
+            acc.extend(ListedObject::from_item(&item))
+        })
+    };
     let (service_accounts, roles, role_bindings, pods) = futures::try_join!(
-        kube.list(&client::SERVICE_ACCOUNTS, scope, true, None),
-        kube.list(&client::ROLES, scope, true, None),
-        kube.list(&client::ROLE_BINDINGS, scope, true, None),
-        kube.list(&client::PODS, scope, false, None),
+        trio(&client::SERVICE_ACCOUNTS),
+        trio(&client::ROLES),
+        trio(&client::ROLE_BINDINGS),
+        kube.list_fold(&client::PODS, scope, false, None, |o: &mut Owners, pod| {
+            o.add_pod(&pod)
+        }),
     )?;
-    let objects = service_accounts
-        .iter()
-        .chain(&roles)
-        .chain(&role_bindings)
-        .filter_map(ListedObject::from_item);
-    let identities = inventory::identities(objects);
-    let mut owners = Owners::default();
-    for pod in &pods {
-        owners.add_pod(pod);
-    }
+    let identities = inventory::identities(
+        service_accounts
+            .into_iter()
+            .chain(roles)
+            .chain(role_bindings),
+    );
+    let mut owners = pods;
     // Every built-in workload kind, in full: a pod template naming an identity keeps
     // it in use between runs (a CronJob, a Deployment scaled to zero).
-    let lists = futures::future::try_join_all(
-        client::WORKLOADS
-            .iter()
-            .map(|r| kube.list(r, scope, false, None)),
-    )
+    let lists = futures::future::try_join_all(client::WORKLOADS.iter().map(|r| {
+        kube.list_fold(r, scope, false, None, |o: &mut Owners, item| {
+            o.add_workload(&item)
+        })
+    }))
     .await?;
-    for (resource, items) in client::WORKLOADS.iter().zip(lists) {
+    for (resource, listed) in client::WORKLOADS.iter().zip(lists) {
         owners
             .listed_kinds
             .insert((resource.api_version.to_string(), resource.kind.to_string()));
-        for item in &items {
-            owners.add_workload(item);
-        }
+        owners.merge(listed);
     }
     Ok(Inventory { identities, owners })
 }
@@ -595,7 +600,11 @@ pub fn run_cleanup(
         } else {
             indicatif::ProgressBar::hidden()
         };
-        let summary = cleanup::execute(&kube, &plan, dry_run, &|| bar.inc(1)).await;
+        let options = executor::Options {
+            dry_run,
+            include_terminated: args.state.include_terminated,
+        };
+        let summary = executor::execute(&kube, &plan, options, &|| bar.inc(1)).await;
         bar.finish_and_clear();
         let summary = summary?;
         match args.output {

@@ -4,6 +4,7 @@
 //! helpers, and ways to run the plugin (directly or through kubectl).
 #![allow(dead_code)]
 
+pub mod bench;
 pub mod client;
 pub mod controlplane;
 pub mod policy;
@@ -22,7 +23,7 @@ use serde_json::{json, Value};
 pub use client::Admin;
 pub use controlplane::{control_plane, ControlPlane};
 #[allow(unused_imports)]
-pub use proxy::{Fault, FaultKind, Proxy, Request};
+pub use proxy::{Fault, FaultKind, Gate, Proxy, Request};
 
 /// The plugin binary (empty in examples, which cargo gives no binary path).
 pub const BIN: &str = match option_env!("CARGO_BIN_EXE_kubectl-nvcf-worker") {

@@ -4,8 +4,9 @@
 //! in the real server's wording. Nothing here answers an API request itself
 //! except these faults.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -56,6 +57,70 @@ pub enum FaultKind {
     /// Forward the request, then close the connection instead of answering: the
     /// server acted, the client cannot know.
     DropAfterForward,
+    /// Hold the request until the test opens the gate, then forward it: the test
+    /// acts on the cluster while the plugin is paused at a known point.
+    Gate(Gate),
+}
+
+/// A point where the proxy holds requests until the test opens it.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<GateState>);
+
+#[derive(Default)]
+struct GateState {
+    held: AtomicUsize,
+    open: AtomicBool,
+    opened: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate(held: {})", self.held())
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Gate) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate::default()
+    }
+
+    /// Requests that reached the gate.
+    pub fn held(&self) -> usize {
+        self.0.held.load(Ordering::SeqCst)
+    }
+
+    /// Waits (bounded) until a request is held.
+    pub fn wait_held(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.held() == 0 {
+            assert!(Instant::now() < deadline, "no request reached the gate");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn open(&self) {
+        self.0.open.store(true, Ordering::SeqCst);
+        self.0.opened.notify_waiters();
+    }
+
+    async fn pass(&self) {
+        self.0.held.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let opened = self.0.opened.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            if self.0.open.load(Ordering::SeqCst) {
+                return;
+            }
+            opened.await;
+        }
+    }
 }
 
 /// A fault for matching requests; it fires `times` times, then disappears.
@@ -66,6 +131,10 @@ pub struct Fault {
     pub method: Option<String>,
     /// Substring the URL path (without query) must contain; "" matches all.
     pub path_contains: String,
+    /// A query parameter the request must carry with this value.
+    pub param: Option<(String, String)>,
+    /// Matching requests let through before it fires.
+    pub skip: usize,
     pub times: usize,
     pub kind: FaultKind,
 }
@@ -76,6 +145,8 @@ impl Fault {
         Fault {
             method: None,
             path_contains: path_contains.to_string(),
+            param: None,
+            skip: 0,
             times: 1,
             kind,
         }
@@ -83,6 +154,18 @@ impl Fault {
 
     pub fn method(mut self, method: &str) -> Self {
         self.method = Some(method.to_string());
+        self
+    }
+
+    /// Matches only requests whose query parameter `key` is `value`.
+    pub fn param(mut self, key: &str, value: &str) -> Self {
+        self.param = Some((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Lets the first `skip` matching requests through untouched.
+    pub fn skip(mut self, skip: usize) -> Self {
+        self.skip = skip;
         self
     }
 
@@ -96,6 +179,10 @@ impl Fault {
             .as_deref()
             .is_none_or(|m| m.eq_ignore_ascii_case(&r.method))
             && r.path.contains(&self.path_contains)
+            && self
+                .param
+                .as_ref()
+                .is_none_or(|(k, v)| r.param(k) == Some(v.as_str()))
             && (self.kind != FaultKind::ExpireContinue || r.param("continue").is_some())
     }
 }
@@ -130,6 +217,7 @@ impl Proxy {
         let shared = state.clone();
         let task = runtime().spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
+                let _ = conn.set_nodelay(true);
                 let (state, upstream) = (shared.clone(), upstream.clone());
                 tokio::spawn(async move {
                     let _ = serve(conn, state, upstream).await;
@@ -240,19 +328,27 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, upstream: Admin) -> st
             let mut s = state.lock().unwrap();
             s.requests.push(request.clone());
             let hit = s.faults.iter().position(|f| f.matches(&request));
-            hit.map(|i| {
+            hit.and_then(|i| {
+                if s.faults[i].skip > 0 {
+                    s.faults[i].skip -= 1;
+                    return None;
+                }
                 let kind = s.faults[i].kind.clone();
                 s.faults[i].times -= 1;
                 if s.faults[i].times == 0 {
                     s.faults.remove(i);
                 }
-                kind
+                Some(kind)
             })
         };
         let answer = match fault {
             Some(FaultKind::Drop) => return Ok(()),
             Some(FaultKind::Delay(d)) => {
                 tokio::time::sleep(d).await;
+                None
+            }
+            Some(FaultKind::Gate(gate)) => {
+                gate.pass().await;
                 None
             }
             Some(FaultKind::DropAfterForward) => {
@@ -281,8 +377,11 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, upstream: Admin) -> st
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        write.write_all(head.as_bytes()).await?;
-        write.write_all(&text).await?;
+        // One write per answer: a head and a body written apart meet Nagle's
+        // algorithm and the client's delayed ACK, 40 ms per request.
+        let mut answer = head.into_bytes();
+        answer.extend_from_slice(&text);
+        write.write_all(&answer).await?;
         write.flush().await?;
     }
 }
@@ -376,7 +475,10 @@ fn fault_answer(kind: &FaultKind) -> Answer {
                 Value::Null,
             ),
         ),
-        FaultKind::Delay(_) | FaultKind::Drop | FaultKind::DropAfterForward => {
+        FaultKind::Delay(_)
+        | FaultKind::Drop
+        | FaultKind::DropAfterForward
+        | FaultKind::Gate(_) => {
             unreachable!("handled by the caller")
         }
     }

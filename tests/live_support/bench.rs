@@ -1,0 +1,271 @@
+//! The cleanup benchmark's core, shared by `examples/live_bench.rs` (10 000
+//! identities) and a small run in `tests/live_cleanup.rs`, so the budget it checks
+//! cannot drift from what cleanup does without a test failing. It seeds worker
+//! identities in one namespace (half orphaned, half with a running pod), runs
+//! `cleanup --yes` in process through the recording proxy, and deletes as many
+//! orphaned trios with a bare client at the same concurrency as the baseline of the
+//! same run. Times are reported, never asserted; the request count is.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::StreamExt;
+use kubectl_nvcf_worker::cli::{run as run_cli, Cli};
+use kubectl_nvcf_worker::live::executor::{BATCH, CONCURRENCY};
+
+use super::*;
+
+/// The seven built-in workload kinds, as cleanup lists them.
+const WORKLOADS: [(&str, &str); 7] = [
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("v1", "ReplicationController"),
+];
+
+/// The requests a cleanup of one namespace must make, from what is in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// The plan's lists: ServiceAccounts, Roles, RoleBindings, pods and the seven
+    /// workload kinds, page by page.
+    pub plan_pages: usize,
+    /// The re-check: one pod list (by field selector) per planned identity...
+    pub pod_checks: usize,
+    /// ...and the workload kinds' pages once per batch of [`BATCH`] identities.
+    pub batch_pages: usize,
+    /// Three per orphaned trio.
+    pub deletes: usize,
+}
+
+impl Budget {
+    pub fn total(&self) -> usize {
+        self.plan_pages + self.pod_checks + self.batch_pages + self.deletes
+    }
+
+    /// What was there before the item 1 re-check: list pages and deletes.
+    pub fn without_recheck(&self) -> usize {
+        self.plan_pages + self.deletes
+    }
+
+    /// Computed from the objects in `ns` now (before the run) and the trios that
+    /// are orphaned.
+    pub fn of(c: &Cluster, ns: &str, page: usize, orphans: usize) -> Budget {
+        let pages = |api_version: &str, kind: &str| {
+            c.list(api_version, kind, Some(ns))
+                .len()
+                .div_ceil(page)
+                .max(1)
+        };
+        let trio_and_pods = pages("v1", "ServiceAccount")
+            + pages(RBAC, "Role")
+            + pages(RBAC, "RoleBinding")
+            + pages("v1", "Pod");
+        let workload_pages: usize = WORKLOADS.iter().map(|(v, k)| pages(v, k)).sum();
+        Budget {
+            plan_pages: trio_and_pods + workload_pages,
+            pod_checks: orphans,
+            batch_pages: orphans.div_ceil(BATCH) * workload_pages,
+            deletes: 3 * orphans,
+        }
+    }
+}
+
+pub struct Report {
+    pub identities: usize,
+    pub orphans: usize,
+    pub page: usize,
+    pub budget: Budget,
+    pub requests: usize,
+    /// Worker ServiceAccounts left after the run.
+    pub left: usize,
+    /// The plugin's summary line.
+    pub summary: String,
+    pub seeding: Duration,
+    pub cleanup: Duration,
+    /// Bare deletes through the same proxy, [`CONCURRENCY`] identities at a time.
+    pub baseline: Duration,
+    /// The same, straight to the server.
+    pub baseline_direct: Duration,
+    /// Peak resident memory of this process during the cleanup, if readable.
+    pub peak_rss_kib: Option<u64>,
+}
+
+impl Report {
+    pub fn print(&self) {
+        let b = &self.budget;
+        println!(
+            "seeded {} identities ({} orphaned, {} pods) in {:.1} s",
+            self.identities,
+            self.orphans,
+            self.identities - self.orphans,
+            self.seeding.as_secs_f64()
+        );
+        println!("{}", self.summary);
+        println!(
+            "requests: {} (budget {} = {} list pages + {} pod re-checks + {} workload pages for {} batches of {BATCH} + {} deletes; without the re-check {})",
+            self.requests,
+            b.total(),
+            b.plan_pages,
+            b.pod_checks,
+            b.batch_pages,
+            self.orphans.div_ceil(BATCH),
+            b.deletes,
+            b.without_recheck()
+        );
+        println!(
+            "worker service accounts left: {} (expected {})",
+            self.left,
+            self.identities - self.orphans
+        );
+        let rate = |d: Duration| self.orphans as f64 / d.as_secs_f64();
+        println!(
+            "cleanup: {:.2} s ({:.0} identities/s)",
+            self.cleanup.as_secs_f64(),
+            rate(self.cleanup)
+        );
+        println!(
+            "baseline, bare deletes through the proxy ({CONCURRENCY} identities at a time): {:.2} s ({:.0} identities/s)",
+            self.baseline.as_secs_f64(),
+            rate(self.baseline)
+        );
+        println!(
+            "baseline, bare deletes straight to the server: {:.2} s ({:.0} identities/s)",
+            self.baseline_direct.as_secs_f64(),
+            rate(self.baseline_direct)
+        );
+        println!(
+            "cleanup / baseline: {:.2} (through the proxy), {:.2} (straight to the server)",
+            self.cleanup.as_secs_f64() / self.baseline.as_secs_f64(),
+            self.cleanup.as_secs_f64() / self.baseline_direct.as_secs_f64()
+        );
+        if let Some(kib) = self.peak_rss_kib {
+            println!(
+                "peak RSS of the process during cleanup (plugin, proxy and harness): {:.1} MiB",
+                kib as f64 / 1024.0
+            );
+        }
+    }
+}
+
+/// Resets the kernel's peak-RSS mark (`/proc/self/clear_refs`, 5).
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Bare deletes of `orphans` seeded trios in a namespace of their own through
+/// `admin`, [`CONCURRENCY`] identities at a time, each trio in cleanup's order.
+fn bare_deletes(c: &Cluster, admin: &Admin, base: &str, orphans: usize) -> Duration {
+    let ns = c.ns_named(base);
+    let names: Vec<String> = (0..orphans)
+        .map(|i| format!("nvcf-worker-base-{i:05}"))
+        .collect();
+    c.create_all(names.iter().flat_map(|n| trio(&ns, n, None)).collect());
+    let timer = Instant::now();
+    client::runtime().block_on(
+        futures::stream::iter(&names)
+            .map(|name| {
+                let ns = ns.clone();
+                async move {
+                    for path in [
+                        format!("/apis/{RBAC}/namespaces/{ns}/rolebindings/{name}"),
+                        format!("/apis/{RBAC}/namespaces/{ns}/roles/{name}"),
+                        format!("/api/v1/namespaces/{ns}/serviceaccounts/{name}"),
+                    ] {
+                        admin
+                            .send("DELETE", &path, None)
+                            .await
+                            .expect("baseline delete");
+                    }
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<()>>(),
+    );
+    timer.elapsed()
+}
+
+/// Seeds, runs cleanup with `--chunk-size page`, then the baselines.
+pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
+    let orphans = identities / 2;
+    let ns = c.ns.clone();
+    let seeding = Instant::now();
+    let mut objects = Vec::new();
+    let mut pods = Vec::new();
+    for i in 0..identities {
+        let name = format!("nvcf-worker-pod-{i:05}");
+        objects.extend(trio(&ns, &name, None));
+        if i >= orphans {
+            pods.push(pod(&ns, &format!("pod-{i:05}"), &name, "Running"));
+        }
+    }
+    c.create_all(objects);
+    c.create_all(pods);
+    c.wait_for_default_account(&ns);
+    let seeding = seeding.elapsed();
+    let budget = Budget::of(c, &ns, page, orphans);
+    c.clear_requests();
+
+    // The plugin, in process, through the recording proxy.
+    let page_text = page.to_string();
+    let cli = Cli::parse_from([
+        "kubectl-nvcf-worker".as_ref(),
+        "cleanup".as_ref(),
+        "--yes".as_ref(),
+        "--min-age".as_ref(),
+        "0s".as_ref(),
+        "--chunk-size".as_ref(),
+        page_text.as_ref(),
+        "--kubeconfig".as_ref(),
+        c.kubeconfig.as_os_str(),
+    ]);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let measured_rss = reset_peak_rss();
+    let timer = Instant::now();
+    let result = run_cli(cli, &mut out, &mut err);
+    let cleanup = timer.elapsed();
+    let peak_rss_kib = peak_rss_kib().filter(|_| measured_rss);
+    assert!(
+        result.is_ok(),
+        "cleanup failed: {}",
+        String::from_utf8_lossy(&err)
+    );
+    let text = String::from_utf8_lossy(&out);
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("deleted:"))
+        .unwrap_or("")
+        .to_string();
+    let requests = c.requests().len();
+    let left = c
+        .list("v1", "ServiceAccount", Some(&ns))
+        .iter()
+        .filter(|sa| sa["metadata"]["name"] != "default")
+        .count();
+
+    let via_proxy = Admin::new(&c.kubeconfig);
+    let baseline = bare_deletes(c, &via_proxy, "baseline", orphans);
+    let baseline_direct = bare_deletes(c, &c.admin, "direct", orphans);
+    Report {
+        identities,
+        orphans,
+        page,
+        budget,
+        requests,
+        left,
+        summary,
+        seeding,
+        cleanup,
+        baseline,
+        baseline_direct,
+        peak_rss_kib,
+    }
+}
