@@ -461,12 +461,18 @@ fn every_live_command_prints_a_versioned_document() {
     let list = yaml(&ok_out(c.run(&["list", "-o", "yaml"])));
     assert_eq!(list["kind"], "WorkerIdentityList");
 
-    // describe: NAME and pod/NAME alike; the document wraps the agent's WorkerAuth unchanged.
-    let plain = json(&ok_out(c.run(&["describe", "runner"])));
+    // describe: NAME and pod/NAME alike; a per-pod account is refused (exit 1)
+    // with the report on stdout, and the document wraps the agent's WorkerAuth.
+    let plain = c.run(&["describe", "runner"]);
+    assert_eq!(plain.status.code(), Some(1));
+    let text = String::from_utf8(plain.stdout).unwrap();
+    let plain: Value = serde_json::from_str(&text[text.find("\n{").unwrap() + 1..]).unwrap();
     for target in ["pod/runner", "pods/runner", "po/runner"] {
-        let doc = json(&ok_out(c.run(&["describe", target, "-o", "json"])));
+        let out = c.run(&["describe", target, "-o", "json"]);
+        assert_eq!(out.status.code(), Some(1));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["apiVersion"], API_VERSION);
-        assert_eq!(doc["kind"], "WorkerAuthDescription");
+        assert_eq!(doc["kind"], "WorkerVerdict");
         assert_eq!(doc["workerAuth"], plain);
         assert_eq!(
             doc["pod"],

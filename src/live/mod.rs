@@ -164,7 +164,10 @@ pub struct DescribeArgs {
     pub pod: String,
     #[command(flatten)]
     pub connection: ConnectionArgs,
-    /// Print a versioned report.nvcf.io/v1alpha1 WorkerAuthDescription instead of the agent's WorkerAuth JSON.
+    /// The NVCF cluster ID: the token's audience must be nvcf-icms:<ID> (without it, the audience found is reported).
+    #[arg(long = "cluster-id", value_name = "ID")]
+    pub cluster_id: Option<String>,
+    /// Print a versioned report.nvcf.io/v1alpha1 WorkerVerdict instead of the condition lines and the agent's WorkerAuth JSON.
     #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
     pub output: Option<output::Format>,
 }
@@ -638,6 +641,8 @@ pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
     })
 }
 
+/// A refused verdict exits 1, as `kubectl auth can-i` does for "no": the report
+/// is on stdout either way, and one line on stderr names the failing conditions.
 pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
     block_on(async {
         let kube = connect(&args.connection).await?;
@@ -646,19 +651,29 @@ pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
             .namespace
             .clone()
             .unwrap_or_else(|| kube.default_namespace.clone());
-        let described = describe::describe(&kube, &namespace, &args.pod).await?;
+        let verdict =
+            describe::describe(&kube, &namespace, &args.pod, args.cluster_id.as_deref()).await?;
         match args.output {
             Some(format) => output::write(
-                output::WORKER_AUTH_DESCRIPTION,
-                serde_json::to_value(&described).expect("plain struct"),
+                output::WORKER_VERDICT,
+                serde_json::to_value(&verdict).expect("plain struct"),
                 format,
                 stdout,
-            ),
-            None => {
-                serde_json::to_writer_pretty(&mut *stdout, &described.worker_auth)
-                    .map_err(|e| write_err(e.into()))?;
-                writeln!(stdout).map_err(write_err)
-            }
+            )?,
+            None => describe::write_text(&verdict, stdout).map_err(write_err)?,
+        }
+        let failing: Vec<String> = verdict
+            .failing()
+            .map(|c| format!("{}: {}", c.kind, c.reason))
+            .collect();
+        if failing.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Live(format!(
+                "pod {namespace}/{}: ICMS would refuse its token ({})",
+                args.pod,
+                failing.join("; ")
+            )))
         }
     })
 }

@@ -15,8 +15,9 @@ pub const API_VERSION: &str = "report.nvcf.io/v1alpha1";
 pub const WORKER_IDENTITY_LIST: &str = "WorkerIdentityList";
 /// `audit`: counts and findings.
 pub const AUDIT_REPORT: &str = "AuditReport";
-/// `describe`: the pod, its account and the agent's WorkerAuth.
-pub const WORKER_AUTH_DESCRIPTION: &str = "WorkerAuthDescription";
+/// `describe`: whether ICMS would accept the pod's token, condition by condition,
+/// with the pod, its account and the agent's WorkerAuth.
+pub const WORKER_VERDICT: &str = "WorkerVerdict";
 /// `cleanup` without `--yes` (or with `--dry-run=client`): what would be deleted and kept.
 pub const CLEANUP_PLAN: &str = "CleanupPlan";
 /// `cleanup --yes` or `--dry-run=server`: the plan and what came of it.
