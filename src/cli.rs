@@ -224,7 +224,12 @@ pub struct PolicyArgs {
     #[arg(long = "include-init-containers", requires = "mutating")]
     pub include_init_containers: bool,
     /// With --mutating: the API version to print, v1 (Kubernetes 1.36+) or v1beta1 (1.34, 1.35 with the feature gate).
-    #[arg(long = "api-version", value_enum, default_value = "v1", requires = "mutating")]
+    #[arg(
+        long = "api-version",
+        value_enum,
+        default_value = "v1",
+        requires = "mutating"
+    )]
     pub api_version: MutatingApiVersion,
 }
 
@@ -585,7 +590,8 @@ fn mutating_policy(args: PolicyArgs, stdout: &mut dyn Write) -> Result<()> {
         opts.namespaces = namespaces.clone();
         objects.extend(mutating::objects(&opts));
     }
-    objects.extend(mutating::namespace_kit(&args.namespace_kit, &namespaces).map_err(Error::Usage)?);
+    objects
+        .extend(mutating::namespace_kit(&args.namespace_kit, &namespaces).map_err(Error::Usage)?);
     stdout
         .write_all(mutating::yaml(&objects).as_bytes())
         .map_err(|e| Error::io("<stdout>", e))

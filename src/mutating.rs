@@ -141,7 +141,9 @@ fn selects(meta: &str, sel: &Selector) -> String {
             Requirement::Equals(k, v) => format!("({} && {} == {})", has(k), value(k), lit(v)),
             Requirement::NotEquals(k, v) => format!("(!{} || {} != {})", has(k), value(k), lit(v)),
             Requirement::In(k, vs) => format!("({} && {} in {})", has(k), value(k), list(vs)),
-            Requirement::NotIn(k, vs) => format!("(!{} || !({} in {}))", has(k), value(k), list(vs)),
+            Requirement::NotIn(k, vs) => {
+                format!("(!{} || !({} in {}))", has(k), value(k), list(vs))
+            }
             Requirement::Exists(k) => has(k).to_string(),
             Requirement::DoesNotExist(k) => format!("!{}", has(k)),
         })
@@ -214,24 +216,39 @@ fn container_patches(list: &str, included: bool) -> String {
         .map(|(n, v)| typed(&format!("{ty}.env"), &id::env_var(n, v)))
         .collect();
     let at = |field: &str| format!("'/spec/{list}/' + string(i) + '/{field}'");
-    let kept = "(has(c.volumeMounts) ? c.volumeMounts.filter(m, !(m.name in variables.apiVolumes)) : [])";
+    let kept =
+        "(has(c.volumeMounts) ? c.volumeMounts.filter(m, !(m.name in variables.apiVolumes)) : [])";
     let strip = format!(
         "has(c.volumeMounts) && c.volumeMounts.exists(m, m.name in variables.apiVolumes) \
          ? [JSONPatch{{op: 'add', path: {p}, value: {kept}}}] : []",
         p = at("volumeMounts")
     );
-    let body = if included {
+    // Each contract object is appended alone (`.../-`): the API server 1.36
+    // cannot convert a list whose only elements are typed object literals
+    // (it panics in cel-go's list conversion), so the lists it writes hold
+    // only the pod's own elements.
+    let append = |field: &str, v: &str| {
         format!(
-            "!(c.name in variables.skip) ? [JSONPatch{{op: 'add', path: {pm}, value: {kept} + [{mount}]}}, \
-             JSONPatch{{op: 'add', path: {pe}, value: (has(c.env) ? c.env : []) + [{env}]}}] : ({strip})",
+            "JSONPatch{{op: 'add', path: {} + '/-', value: {v}}}",
+            at(field)
+        )
+    };
+    let body = if included {
+        let env: Vec<String> = env.iter().map(|e| append("env", e)).collect();
+        format!(
+            "!(c.name in variables.skip) ? [JSONPatch{{op: 'add', path: {pm}, value: {kept}}}, {mount}] \
+             + (has(c.env) ? [] : [JSONPatch{{op: 'add', path: {pe}, value: []}}]) + [{env}] : ({strip})",
             pm = at("volumeMounts"),
             pe = at("env"),
+            mount = append("volumeMounts", &mount),
             env = env.join(", ")
         )
     } else {
         strip
     };
-    format!("(has(object.spec.{list}) ? object.spec.{list}.transformList(i, c, {body}).flatten() : [])")
+    format!(
+        "(has(object.spec.{list}) ? object.spec.{list}.transformList(i, c, {body}).flatten() : [])"
+    )
 }
 
 /// The JSONPatch expression.
@@ -244,7 +261,8 @@ fn patch_expression(opts: &Options) -> String {
         "[JSONPatch{{op: 'add', path: '/spec/serviceAccountName', value: {worker}}}, \
          JSONPatch{{op: 'add', path: '/spec/serviceAccount', value: {worker}}}, \
          JSONPatch{{op: 'add', path: '/spec/automountServiceAccountToken', value: false}}, \
-         JSONPatch{{op: 'add', path: '/spec/volumes', value: (has(object.spec.volumes) ? object.spec.volumes.filter(v, !(v.name in variables.apiVolumes)) : []) + [{volume}]}}, \
+         JSONPatch{{op: 'add', path: '/spec/volumes', value: has(object.spec.volumes) ? object.spec.volumes.filter(v, !(v.name in variables.apiVolumes)) : []}}, \
+         JSONPatch{{op: 'add', path: '/spec/volumes/-', value: {volume}}}, \
          has(object.metadata.annotations) \
            ? JSONPatch{{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey({mark}), value: {name}}} \
            : JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{{mark}: {name}}}}}] \
@@ -361,9 +379,12 @@ pub fn namespace_kit(names: &[String], namespaces: &Selector) -> Result<Vec<Valu
     for ns in names {
         if id::parse_service_account_user(&id::service_account_user(ns, id::WORKER_NAME)).is_none()
         {
-            return Err(format!("--namespace-kit takes a namespace name, not {ns:?}"));
+            return Err(format!(
+                "--namespace-kit takes a namespace name, not {ns:?}"
+            ));
         }
-        let mut namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let mut namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         if !labels.is_empty() {
             namespace["metadata"]["labels"] = labels.clone().into();
         }
@@ -445,14 +466,20 @@ mod tests {
             .unwrap();
         assert!(expr.contains("audience: 'nvcf-icms:prod-1', expirationSeconds: 3600"));
         // Without --include-init-containers init containers only lose the API token.
-        let init = expr.split("object.spec.initContainers.transformList").nth(1).unwrap();
+        let init = expr
+            .split("object.spec.initContainers.transformList")
+            .nth(1)
+            .unwrap();
         assert!(!init.contains(id::ENV_TOKEN_FILE_PATH), "{init}");
         o.include_init_containers = true;
         let [p, ..] = objects(&o);
         let expr = p["spec"]["mutations"][0]["jsonPatch"]["expression"]
             .as_str()
             .unwrap();
-        let init = expr.split("object.spec.initContainers.transformList").nth(1).unwrap();
+        let init = expr
+            .split("object.spec.initContainers.transformList")
+            .nth(1)
+            .unwrap();
         assert!(init.contains(id::ENV_TOKEN_FILE_PATH), "{init}");
         // The companion refuses, with the catalogue's rule, what was not mutated.
         assert_eq!(check["kind"], "ValidatingAdmissionPolicy");

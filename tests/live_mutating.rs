@@ -407,12 +407,21 @@ fn selected_pods_get_exactly_what_inject_writes_and_only_the_mutation_is_admitte
         .filter(|o| o["kind"] != "Namespace")
         .collect();
     assert_eq!(trio.len(), 3);
-    let out = create_as(&who.user, &trio[..1], true);
-    assert!(
-        refused_with(&out, rules::HAND_WRITTEN_IDENTITY),
-        "{}",
-        stderr(&out)
-    );
+    // (Bounded wait: the guard's binding takes effect when the informers see it.)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = create_as(&who.user, &trio[..1], true);
+        if refused_with(&out, rules::HAND_WRITTEN_IDENTITY) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the user's nvcf-worker ServiceAccount was not refused: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     ok(&kubectl_as(&who.applier, &["apply"], Some(&kit_yaml)));
     let labels = &c.get("v1", "Namespace", None, &ns).unwrap()["metadata"]["labels"];
     assert_eq!(labels[MUTATING_LABEL], c.id.to_string());
@@ -429,7 +438,14 @@ fn selected_pods_get_exactly_what_inject_writes_and_only_the_mutation_is_admitte
     // A Job made from the CronJob's template, as `kubectl create job --from` does.
     ok(&kubectl_as(
         &who.user,
-        &["create", "job", "-n", &ns, "cronjob-now", "--from=cronjob/cronjob"],
+        &[
+            "create",
+            "job",
+            "-n",
+            &ns,
+            "cronjob-now",
+            "--from=cronjob/cronjob",
+        ],
         None,
     ));
     // inject's output of the same objects, stored by the server.
@@ -478,7 +494,10 @@ fn selected_pods_get_exactly_what_inject_writes_and_only_the_mutation_is_admitte
     ] {
         let pod = wait_for_pod(&c, &ns, prefix);
         if pod["metadata"]["ownerReferences"][0]["kind"] != owner {
-            failures.push(format!("{prefix}: not made by a {owner}: {}", pod["metadata"]));
+            failures.push(format!(
+                "{prefix}: not made by a {owner}: {}",
+                pod["metadata"]
+            ));
         }
         let got = identity_fields(&pod["spec"]);
         let want = identity_fields(&template_spec(stored_of(kind)));
@@ -491,28 +510,64 @@ fn selected_pods_get_exactly_what_inject_writes_and_only_the_mutation_is_admitte
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 
     // A token minted for the pod's account with the audience, bound to the
-    // pod, passes a TokenReview.
+    // pod, passes a TokenReview. The kubelet mints it (the guard refuses
+    // anyone else a worker's TokenRequest, NVW114): as a node, here.
     let audience = id::audience(CLUSTER_ID);
-    let minted = c
-        .admin
-        .call(
-            "POST",
+    for obj in [
+        json!({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "mutating-test-node"},
+            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]}),
+        json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": "mutating-test-node"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mutating-test-node"},
+            "subjects": [{"kind": "User", "name": "system:node:n1", "apiGroup": "rbac.authorization.k8s.io"}]}),
+    ] {
+        c.create(obj);
+    }
+    let node = c.dir.path().join("node.kubeconfig");
+    std::fs::write(
+        &node,
+        controlplane::kubeconfig(
+            &c.cp.ca(),
+            &c.cp.url,
+            None,
             &format!(
-                "/api/v1/namespaces/{ns}/serviceaccounts/{}/token",
-                id::WORKER_NAME
+                "{}    as: system:node:n1\n    as-groups:\n    - system:nodes\n",
+                controlplane::cert_user(&c.cp.dir, "admin")
             ),
-            Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"audiences": [audience], "expirationSeconds": id::DEFAULT_EXPIRATION_SECONDS,
-                    "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "bare", "uid": bare["metadata"]["uid"]}}})),
-        )
-        .unwrap();
+        ),
+    )
+    .unwrap();
+    let uid = bare["metadata"]["uid"].as_str().unwrap();
+    let token = ok(&kubectl_as(
+        &node,
+        &[
+            "create",
+            "token",
+            id::WORKER_NAME,
+            "-n",
+            &ns,
+            "--audience",
+            &audience,
+            "--bound-object-kind",
+            "Pod",
+            "--bound-object-name",
+            "bare",
+            "--bound-object-uid",
+            uid,
+            "--duration",
+            "15m",
+        ],
+        None,
+    ));
+    let minted = json!({"status": {"token": token.trim()}});
     let review = c
         .admin
         .call(
             "POST",
             "/apis/authentication.k8s.io/v1/tokenreviews",
-            Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                "spec": {"token": minted["status"]["token"], "audiences": [audience]}})),
+            Some(
+                &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": minted["status"]["token"], "audiences": [audience]}}),
+            ),
         )
         .unwrap();
     assert_eq!(review["status"]["authenticated"], true, "{review}");
@@ -545,13 +600,19 @@ fn selected_pods_get_exactly_what_inject_writes_and_only_the_mutation_is_admitte
     // ...and so is it unlabelled, outside the mutation's selection.
     copy["metadata"]["labels"] = json!({"app": "copy"});
     let out = create_as(&who.user, &[copy], true);
-    assert!(refused_with(&out, rules::POD_SPEC_ACCOUNT), "{}", stderr(&out));
+    assert!(
+        refused_with(&out, rules::POD_SPEC_ACCOUNT),
+        "{}",
+        stderr(&out)
+    );
 
     // A selected pod the mutation cannot give the identity is left unmutated
     // and refused with the rule: another account, a volume at the token path.
     ok(&create_as(
         &who.user,
-        &[json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app", "namespace": ns}})],
+        &[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app", "namespace": ns}}),
+        ],
         false,
     ));
     let mut other_account = bare_pod(&ns, "other-account");
@@ -640,7 +701,8 @@ fn admission_order_binding_removal_and_the_time_to_admit_100_pods() {
             .into_iter()
             .take(10)
             .map(|mut p| {
-                p["metadata"]["name"] = json!(format!("warm-{}", p["metadata"]["name"].as_str().unwrap()));
+                p["metadata"]["name"] =
+                    json!(format!("warm-{}", p["metadata"]["name"].as_str().unwrap()));
                 p
             })
             .collect(),
