@@ -80,10 +80,13 @@ pub enum Command {
     /// Print the WorkerAuth JSON the NVCF agent derives for a pod.
     #[command(after_help = "Example:\n  kubectl nvcf-worker describe my-pod-0 -n team-a")]
     Describe(crate::live::DescribeArgs),
-    /// Print a ValidatingAdmissionPolicy and its binding that enforce the guard in the cluster.
+    /// Print a ValidatingAdmissionPolicy and its binding that enforce the guard in the cluster
+    /// (--mutating: a MutatingAdmissionPolicy that gives selected pods their identity).
     #[command(
         after_help = "Examples:\n  kubectl nvcf-worker policy --agent system:serviceaccount:nvca-system:nvca --audit-only | kubectl apply -f -\n  \
-        kubectl nvcf-worker policy --agent system:serviceaccount:nvca-system:nvca \\\n    --allow-applier system:serviceaccount:flux-system:kustomize-controller | kubectl apply -f -"
+        kubectl nvcf-worker policy --agent system:serviceaccount:nvca-system:nvca \\\n    --allow-applier system:serviceaccount:flux-system:kustomize-controller | kubectl apply -f -\n  \
+        kubectl nvcf-worker policy --mutating --cluster-id prod-1 | kubectl apply -f -\n  \
+        kubectl nvcf-worker policy --namespace-kit team-a | kubectl apply -f -"
     )]
     Policy(PolicyArgs),
     /// Print a shell completion script.
@@ -192,9 +195,48 @@ pub struct PolicyArgs {
     /// Only namespaces whose labels match (kubectl's selector syntax); cluster-scoped objects are always covered.
     #[arg(long = "namespace-selector", value_name = "SELECTOR")]
     pub namespace_selector: Option<String>,
-    /// Name of the policy and of its binding.
-    #[arg(long, default_value = crate::policy::DEFAULT_NAME)]
-    pub name: String,
+    /// Admit worker pods that `policy --mutating` gave their identity (they carry its stamp,
+    /// which that policy takes off every other pod): only with that policy installed.
+    #[arg(long = "trust-mutation")]
+    pub trust_mutation: bool,
+    /// Name of the policy and of its binding [default: nvcf-worker-guard; with --mutating nvcf-worker-identity].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print instead a MutatingAdmissionPolicy (and binding) that gives selected pods the
+    /// worker identity in the cluster (account nvcf-worker of their namespace), and a
+    /// validation refusing a selected pod it could not give it.
+    #[arg(long, conflicts_with_all = ["agents", "agent_namespace", "appliers", "audit_only", "namespace_kit", "trust_mutation"])]
+    pub mutating: bool,
+    /// Print what a namespace needs for --mutating: the Namespace labelled to match
+    /// --namespace-selector and its nvcf-worker ServiceAccount, empty Role and RoleBinding; repeatable.
+    #[arg(long = "namespace-kit", value_name = "NAMESPACE", conflicts_with_all = ["agents", "agent_namespace", "appliers", "audit_only", "trust_mutation"])]
+    pub namespace_kit: Vec<String>,
+    /// With --mutating: the NVCF cluster ID; the token audience is nvcf-icms:<ID>.
+    #[arg(long = "cluster-id", value_name = "ID", requires = "mutating")]
+    pub cluster_id: Option<String>,
+    /// With --mutating: token lifetime, 600..86400 [default: 900].
+    #[arg(long = "expiration-seconds", value_name = "N", requires = "mutating")]
+    pub expiration_seconds: Option<i64>,
+    /// With --mutating: the pods to give the identity, by their own labels [default: nvcf.io/worker=true].
+    #[arg(short = 'l', long, requires = "mutating")]
+    pub selector: Option<String>,
+    /// With --mutating: also give init containers the token mount and env.
+    #[arg(long = "include-init-containers", requires = "mutating")]
+    pub include_init_containers: bool,
+    /// With --mutating: the API version to print, v1 (Kubernetes 1.36+) or v1beta1 (1.34, 1.35 with the feature gate).
+    #[arg(
+        long = "api-version",
+        value_enum,
+        default_value = "v1",
+        requires = "mutating"
+    )]
+    pub api_version: MutatingApiVersion,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum MutatingApiVersion {
+    V1,
+    V1beta1,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -415,6 +457,9 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
         Some(Command::Cleanup(args)) => crate::live::run_cleanup(args, stdout, stderr),
         Some(Command::Audit(args)) => crate::live::run_audit(args, stdout),
         Some(Command::Describe(args)) => crate::live::run_describe(args, stdout),
+        Some(Command::Policy(args)) if args.mutating || !args.namespace_kit.is_empty() => {
+            mutating_policy(args, stdout)
+        }
         Some(Command::Policy(mut args)) => {
             if let Some(bad) = args
                 .agents
@@ -450,7 +495,9 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 )));
             }
             let opts = crate::policy::Options {
-                name: args.name,
+                name: args
+                    .name
+                    .unwrap_or_else(|| crate::policy::DEFAULT_NAME.into()),
                 agents: args.agents,
                 appliers: args.appliers,
                 failure_policy: match args.failure_policy {
@@ -459,6 +506,7 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 }
                 .into(),
                 audit_only: args.audit_only,
+                trust_mutation: args.trust_mutation,
                 namespaces: args
                     .namespace_selector
                     .map(|s| Selector::parse(&s).map_err(Error::Usage))
@@ -493,6 +541,60 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 .map_err(|e| Error::io("<stdout>", e))
         }
     }
+}
+
+/// `policy --mutating` and `policy --namespace-kit`.
+fn mutating_policy(args: PolicyArgs, stdout: &mut dyn Write) -> Result<()> {
+    use crate::mutating;
+    let namespaces = match &args.namespace_selector {
+        Some(s) => Selector::parse(s).map_err(Error::Usage)?,
+        None => mutating::default_selector(),
+    };
+    let mut objects = Vec::new();
+    if args.mutating {
+        let cluster_id = args
+            .cluster_id
+            .as_deref()
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| {
+                Error::Usage(
+                    "--mutating needs --cluster-id ID: the token audience is nvcf-icms:<ID>".into(),
+                )
+            })?;
+        let mut opts = mutating::Options::new(cluster_id);
+        if let Some(e) = args.expiration_seconds {
+            let range = identity::MIN_EXPIRATION_SECONDS..=identity::MAX_EXPIRATION_SECONDS;
+            if !range.contains(&e) {
+                return Err(Error::Usage(format!(
+                    "--expiration-seconds {e} is outside 600..86400 (Kubernetes rejects projected tokens shorter than 10 minutes)"
+                )));
+            }
+            opts.token.expiration_seconds = e;
+        }
+        if let Some(s) = &args.selector {
+            opts.pods = Selector::parse(s).map_err(Error::Usage)?;
+        }
+        if let Some(n) = args.name {
+            opts.name = n;
+        }
+        opts.include_init_containers = args.include_init_containers;
+        opts.api_version = match args.api_version {
+            MutatingApiVersion::V1 => mutating::ApiVersion::V1,
+            MutatingApiVersion::V1beta1 => mutating::ApiVersion::V1beta1,
+        };
+        opts.failure_policy = match args.failure_policy {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        }
+        .into();
+        opts.namespaces = namespaces.clone();
+        objects.extend(mutating::objects(&opts));
+    }
+    objects
+        .extend(mutating::namespace_kit(&args.namespace_kit, &namespaces).map_err(Error::Usage)?);
+    stdout
+        .write_all(mutating::yaml(&objects).as_bytes())
+        .map_err(|e| Error::io("<stdout>", e))
 }
 
 /// The main man page alone. Its subcommand list names the commands themselves,

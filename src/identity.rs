@@ -91,6 +91,11 @@ pub const REPLACED_ANNOTATION: &str = "nvcf.io/replaced";
 /// The record's key for the contract env a container's author had set before
 /// inject (`{"env":{"app":["NVCF_IDENTITY_SOURCE"]}}`), which uninject leaves.
 pub const REPLACED_ENV_KEY: &str = "env";
+/// On a pod the mutating admission policy (`policy --mutating`) gave the identity
+/// in its admission request. The same policy takes it off every other pod it
+/// sees (all pods), so the guard's validating policy, with `--trust-mutation`,
+/// admits a worker pod carrying it: it can only be the mutation's result.
+pub const ADMITTED_ANNOTATION: &str = "nvcf.io/identity-admission";
 /// The pod spec keys inject sets and records.
 pub const REPLACED_KEYS: [&str; 3] = [
     "serviceAccountName",

@@ -11,6 +11,7 @@ pub mod inject;
 pub mod krm;
 pub mod live;
 pub mod manifest;
+pub mod mutating;
 pub mod policy;
 pub mod recognize;
 pub mod report;

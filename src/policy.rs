@@ -78,6 +78,9 @@ pub struct Options {
     pub audit_only: bool,
     /// Namespaces the binding covers (cluster-scoped objects are always covered).
     pub namespaces: Option<Selector>,
+    /// Admit a worker pod carrying the mutating policy's stamp: only where that
+    /// policy (`policy --mutating`), which strips forged stamps, is installed.
+    pub trust_mutation: bool,
 }
 
 impl Default for Options {
@@ -89,6 +92,7 @@ impl Default for Options {
             failure_policy: "Fail".into(),
             audit_only: false,
             namespaces: None,
+            trust_mutation: false,
         }
     }
 }
@@ -128,6 +132,21 @@ fn spec(t: &str) -> String {
 /// of its own name or namespace: NVW101's exemption, from `recognize::CHECKS`.
 fn contract(o: &str, s: &str) -> String {
     recognize::cel_exempt(o, s)
+}
+
+/// `o` is a pod the mutating policy (`policy --mutating`) gave the namespace's
+/// worker identity in this very request: it carries the mutation's stamp, which
+/// the same policy takes off every pod it does not give the identity to (so a
+/// hand-written stamp never arrives here), and its spec is the contract.
+fn mutated(o: &str, s: &str) -> String {
+    format!(
+        "{o}.kind == 'Pod' && request.operation == 'CREATE' && has({o}.metadata.annotations) && {mark} in {o}.metadata.annotations \
+         && {accts}.all(a, a == '' || a == {worker}) && {contract}",
+        mark = lit(id::ADMITTED_ANNOTATION),
+        accts = accounts(s),
+        worker = lit(id::WORKER_NAME),
+        contract = contract(o, s)
+    )
 }
 
 /// `o` carries the transformer's marks for the identity named as it is
@@ -217,14 +236,15 @@ fn rules() -> Vec<Rule> {
             id: guard::POD_SPEC_ACCOUNT,
             violation: |o, _t, s| {
                 format!(
-                    "{s} != null && {accts}.exists(a, {r}) && !({APPLIER} && {contract})",
+                    "{s} != null && {accts}.exists(a, {r}) && !({APPLIER} && {contract}) && !(variables.trustMutation && {mutated})",
                     accts = accounts(s),
                     r = reserved("a"),
-                    contract = contract(o, s)
+                    contract = contract(o, s),
+                    mutated = mutated(o, s)
                 )
             },
             subject: |_o, _t, s| vec![s.to_string()],
-            detail: "nvcf-worker and nvcf-worker-* are reserved: only the NVCF agent, or the transformer's exact output applied by an allowed applier, may run a pod as one",
+            detail: "nvcf-worker and nvcf-worker-* are reserved: only the NVCF agent, the transformer's exact output applied by an allowed applier, or a pod the mutating policy gave its identity in the same request may run as one",
         },
         Rule {
             id: guard::INFRA_ANNOTATION,
@@ -416,7 +436,7 @@ fn resource_rules() -> Value {
     ])
 }
 
-fn label_selector(s: &Selector) -> Value {
+pub(crate) fn label_selector(s: &Selector) -> Value {
     let mut labels = serde_json::Map::new();
     let mut exprs = Vec::new();
     for r in &s.0 {
@@ -499,6 +519,7 @@ pub fn objects(opts: &Options) -> [Value; 2] {
             "matchConditions": conditions,
             "variables": [
                 {"name": "fromApplier", "expression": format!("request.userInfo.username in {}", list(&opts.appliers))},
+                {"name": "trustMutation", "expression": opts.trust_mutation.to_string()},
                 {"name": "template", "expression": template("object")},
                 {"name": "spec", "expression": spec("variables.template")},
                 {"name": "oldTemplate", "expression": template("oldObject")},

@@ -165,3 +165,134 @@ fn the_agent_is_exempt_by_default_and_a_bad_agent_is_a_usage_error() {
         assert!(out.stdout.is_empty(), "{bad:?}: {out}");
     }
 }
+
+/// `policy --mutating` (issue 24): deploy/policy/mutating.yaml is the command's
+/// output and passes `validate`; the options that are inject's land in the
+/// mutation; a missing cluster ID, an expiry out of range, mutating options
+/// without --mutating and the guard's options with it are usage errors.
+#[test]
+fn the_mutating_policy_example_is_the_commands_output_and_its_options_are_checked() {
+    let args = ["policy", "--mutating", "--cluster-id", "prod-1"];
+    let out = run(&args, "");
+    out.ok();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/policy/mutating.yaml");
+    assert_eq!(
+        out.stdout,
+        std::fs::read_to_string(&path).unwrap(),
+        "deploy/policy/mutating.yaml is stale: regenerate it with `kubectl-nvcf-worker {}`",
+        args.join(" ")
+    );
+    let checked = run(&["validate", path.to_str().unwrap()], "");
+    checked.ok();
+    assert!(checked.stdout.contains("0 errors, 0 warnings"), "{checked}");
+    let kinds: Vec<String> = objects(&out.stdout)
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["apiVersion"].as_str().unwrap(),
+                o["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy",
+            "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding",
+            "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy",
+            "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding",
+        ]
+    );
+
+    let out = run(
+        &[
+            "policy",
+            "--mutating",
+            "--cluster-id",
+            "c9",
+            "--expiration-seconds",
+            "3600",
+            "--api-version",
+            "v1beta1",
+            "--name",
+            "m",
+            "-l",
+            "team=a",
+        ],
+        "",
+    );
+    out.ok();
+    let objs = objects(&out.stdout);
+    assert_eq!(
+        objs[0]["apiVersion"],
+        "admissionregistration.k8s.io/v1beta1"
+    );
+    assert_eq!(objs[1]["spec"]["policyName"], "m");
+    let expr = objs[0]["spec"]["mutations"][0]["jsonPatch"]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        expr.contains("audience: 'nvcf-icms:c9', expirationSeconds: 3600"),
+        "{expr}"
+    );
+    assert_eq!(
+        objs[3]["spec"]["matchResources"]["objectSelector"],
+        json!({"matchLabels": {"team": "a"}})
+    );
+
+    for bad in [
+        &["policy", "--mutating"][..],
+        &["policy", "--mutating", "--cluster-id", " "][..],
+        &[
+            "policy",
+            "--mutating",
+            "--cluster-id",
+            "c",
+            "--expiration-seconds",
+            "60",
+        ][..],
+        &["policy", "--cluster-id", "c"][..],
+        &[
+            "policy",
+            "--mutating",
+            "--cluster-id",
+            "c",
+            "--allow-applier",
+            "system:serviceaccount:a:b",
+        ][..],
+        &[
+            "policy",
+            "--namespace-kit",
+            "a",
+            "--namespace-selector",
+            "x!=y",
+        ][..],
+    ] {
+        let out = run(bad, "");
+        out.code(2);
+        assert!(out.stdout.is_empty(), "{bad:?}: {out}");
+    }
+}
+
+/// The namespace kit passes `validate`: the Namespace and the per-namespace trio.
+#[test]
+fn the_namespace_kit_passes_validate() {
+    let out = run(
+        &[
+            "policy",
+            "--namespace-kit",
+            "team-a",
+            "--namespace-kit",
+            "team-b",
+        ],
+        "",
+    );
+    out.ok();
+    let objs = objects(&out.stdout);
+    assert_eq!(objs.len(), 8);
+    assert_eq!(objs[4]["metadata"]["name"], "team-b");
+    let checked = run(&["validate", "-"], &out.stdout);
+    checked.ok();
+    assert!(checked.stdout.contains("0 errors, 0 warnings"), "{checked}");
+}
