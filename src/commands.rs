@@ -565,8 +565,16 @@ pub fn inject_report(reports: &[inject::ObjectReport], left_out: usize) -> Strin
         ));
     }
     out.push('\n');
+    if injected + updated > 0 {
+        out.push_str(REGISTRATION_NOTE);
+        out.push('\n');
+    }
     out
 }
+
+/// Said once per run that gave a workload the identity: the token is only as good
+/// as the agent's registration of the pod (README, "When ICMS accepts the token").
+pub const REGISTRATION_NOTE: &str = "note: ICMS accepts a worker token only for pods the NVCF agent registers (pods it makes itself); see README, \"When ICMS accepts the token\"";
 
 /// kpt's mark for objects that configure tools and are never applied.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";

@@ -771,6 +771,24 @@ fn check_container(c: &Node, at: &str, findings: &mut Vec<Finding>) -> bool {
                 .line(problem.line),
         );
     }
+    // The worker library uses the mounted token as soon as NVCF_TOKEN_FILE_PATH is
+    // set and gives up its bootstrap token: say so where a container has one.
+    let env = c.get("env").and_then(Node::items).unwrap_or(&[]);
+    for (i, e) in env.iter().enumerate() {
+        if let Some(var) = e
+            .str_at(&["name"])
+            .filter(|n| identity::BOOTSTRAP_TOKEN_ENV.contains(n))
+        {
+            findings.push(
+                Finding::warning(format!(
+                    "{var} is this container's bootstrap token: with {} set the NVCF worker library sends the projected token instead, and ICMS accepts that only for pods the NVCF agent registers; a worker the agent deploys needs no injection",
+                    identity::ENV_TOKEN_FILE_PATH
+                ))
+                .field(format!("{at}.env[{i}]"))
+                .line(e.line),
+            );
+        }
+    }
     !check.has_mount || !check.missing_env.is_empty()
 }
 

@@ -297,7 +297,8 @@ fn inject_dir_leaves_kustomize_and_local_config_out_and_reports_briefly() {
          role/nvcf-worker-web generated\n\
          rolebinding/nvcf-worker-web generated\n\
          job/once skipped: not selected\n\
-         2 workloads: 1 injected, 0 unchanged, 1 skipped; 3 objects generated; 20 other objects passed through unchanged; 2 files or objects left out (kustomization or local-config)\n",
+         2 workloads: 1 injected, 0 unchanged, 1 skipped; 3 objects generated; 20 other objects passed through unchanged; 2 files or objects left out (kustomization or local-config)\n\
+         note: ICMS accepts a worker token only for pods the NVCF agent registers (pods it makes itself); see README, \"When ICMS accepts the token\"\n",
     );
     // A file named on its own is taken whole.
     let out = run_in(

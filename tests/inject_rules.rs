@@ -235,6 +235,77 @@ fn conflicts_are_errors_and_nothing_is_written() {
 }
 
 #[test]
+fn a_bootstrap_token_is_named_in_a_warning_and_the_registration_note_is_said_once() {
+    const NOTE: &str = "note: ICMS accepts a worker token only for pods the NVCF agent registers";
+    for var in ["NVCF_WORKER_TOKEN", "NVCT_WORKER_TOKEN"] {
+        let spec = format!(
+            "containers:\n- name: app\n  image: x\n  env:\n  - name: OTHER\n    value: a\n  - name: {var}\n    valueFrom:\n      secretKeyRef: {{name: s, key: t}}\n"
+        );
+        let stream = [
+            workload("Deployment", "web", "ns", true, &spec),
+            workload("Deployment", "api", "ns", true, SIMPLE_POD),
+        ]
+        .join("---\n");
+        let out = inject(&stream, &[]);
+        out.ok();
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("warning:"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{out}");
+        assert!(
+            warnings[0].contains(&format!(
+                "warning: {var} is this container's bootstrap token"
+            )) && warnings[0].contains("spec.template.spec.containers[0].env[1]"),
+            "{out}"
+        );
+        // Once per run, however many workloads were given the identity.
+        assert_eq!(out.stderr.matches(NOTE).count(), 1, "{out}");
+        // The token's env stays as written: the warning changes nothing.
+        assert!(out.stdout.contains(&format!("name: {var}")), "{out}");
+        // KRM: the same warning as a result on the workload's env entry.
+        let k = krm(&resource_list(&stream, &cm_cfg()));
+        k.ok();
+        let r = rl(&k);
+        let w: Vec<Value> = results(&r)
+            .into_iter()
+            .filter(|x| x["severity"] == "warning")
+            .collect();
+        assert_eq!(w.len(), 1, "{k}");
+        assert_eq!(
+            w[0]["field"]["path"],
+            "spec.template.spec.containers[0].env[1]"
+        );
+        assert_eq!(w[0]["resourceRef"]["name"], "web");
+    }
+    // Look-alikes stay quiet: a longer name, a skipped container, an unselected
+    // workload; and a run that injects nothing says no note.
+    let spec = "containers:\n- name: app\n  image: x\n  env:\n  - name: NVCF_WORKER_TOKEN_PATH\n    value: /x\n- name: side\n  image: y\n  env:\n  - name: NVCF_WORKER_TOKEN\n    value: t\n";
+    let stream = workload("Deployment", "web", "ns", true, spec).replacen(
+        "metadata:\n",
+        "metadata:\n  annotations:\n    nvcf.io/skip-containers: side\n",
+        1,
+    );
+    assert!(stream.contains("skip-containers"), "{stream}");
+    let out = inject(&stream, &[]);
+    out.ok();
+    assert!(!out.stderr.contains("warning"), "{out}");
+    assert_eq!(out.stderr.matches(NOTE).count(), 1, "{out}");
+    let unselected = workload(
+        "Deployment",
+        "web",
+        "ns",
+        false,
+        "containers:\n- name: app\n  image: x\n  env:\n  - name: NVCF_WORKER_TOKEN\n    value: t\n",
+    );
+    let out = inject(&unselected, &[]);
+    out.ok();
+    assert!(!out.stderr.contains("warning"), "{out}");
+    assert!(!out.stderr.contains(NOTE), "{out}");
+}
+
+#[test]
 fn other_service_account_is_replaced_with_a_warning_naming_it() {
     for key in ["serviceAccountName", "serviceAccount"] {
         let spec = format!("{key}: build-bot\n{SIMPLE_POD}");

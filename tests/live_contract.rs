@@ -307,7 +307,16 @@ fn describe_prints_worker_auth_as_the_agent_builds_it() {
     let a = infra("utils-a");
     let b = infra("utils-b");
     c.create(pod(&ns, "forged", runs_as_worker()));
-    let out = ok(&c.run(&["describe", "utils-a"]));
+    // The pods hold no token, so the verdict is a refusal (exit 1; the token
+    // conditions are tests/live_describe.rs's): the WorkerAuth follows it.
+    let run = c.run(&["describe", "utils-a"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let text = String::from_utf8(run.stdout).unwrap();
+    let out = text
+        .split_once("\nverdict: ")
+        .and_then(|(_, rest)| rest.split_once('\n'))
+        .map(|(_, auth)| auth.to_string())
+        .unwrap_or_else(|| panic!("{text}"));
     let auth: Value = serde_json::from_str(&out).unwrap();
     let mut ids = auth["workerIdentifiers"].as_array().unwrap().clone();
     ids.sort_by_key(|i| i["name"].as_str().unwrap().to_string());
@@ -334,9 +343,13 @@ fn describe_prints_worker_auth_as_the_agent_builds_it() {
     // A pod the agent did not author is never registered.
     let out = c.run(&["describe", "forged"]);
     assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
     assert!(
-        stderr(&out).contains("the agent did not author it"),
-        "{}",
-        stderr(&out)
+        text.lines().any(|l| l.starts_with("FAIL  registered ")
+            && l.contains(
+                "the pod lacks the agent's nvca.nvcf.nvidia.io/nvca-infra-object annotation"
+            )),
+        "{text}"
     );
+    assert!(!text.contains("\"forged\""), "{text}");
 }
