@@ -199,6 +199,27 @@ fn cleanup_paused(c: &Cluster, fault: Fault, gate: &Gate, meanwhile: impl FnOnce
     ok(&run.join().unwrap())
 }
 
+/// The plan called `name` orphaned; the run saw it come into use (`by`), skipped
+/// it whole and deleted `nvcf-worker-gone` beside it.
+fn kept_in_use_and_the_other_deleted(c: &Cluster, ns: &str, text: &str, name: &str, by: &str) {
+    assert!(
+        text.contains(&format!("delete {ns}/{name} (orphaned)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("deleted: 1 identities (3 objects); skipped: 1; failed: 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "skipped {ns}/{name}: in use by {by} since the plan"
+        )),
+        "{text}"
+    );
+    assert_eq!(c.members(ns, name), 3);
+    assert_eq!(c.members(ns, "nvcf-worker-gone"), 0);
+}
+
 #[test]
 fn a_pod_started_between_plan_and_delete_keeps_its_identity() {
     let c = Cluster::start();
@@ -214,22 +235,7 @@ fn a_pod_started_between_plan_and_delete_keeps_its_identity() {
         c.seed_pod(&ns, "late", "nvcf-worker-late", "Running");
     });
     // The plan called it orphaned; the run saw the pod and left it.
-    assert!(
-        text.contains(&format!("delete {ns}/nvcf-worker-late (orphaned)")),
-        "{text}"
-    );
-    assert!(
-        text.contains("deleted: 1 identities (3 objects); skipped: 1; failed: 0"),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!(
-            "skipped {ns}/nvcf-worker-late: in use by pod/late since the plan"
-        )),
-        "{text}"
-    );
-    assert_eq!(c.members(&ns, "nvcf-worker-late"), 3);
-    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
+    kept_in_use_and_the_other_deleted(&c, &ns, &text, "nvcf-worker-late", "pod/late");
     assert!(c
         .deletes()
         .iter()
@@ -258,22 +264,7 @@ fn a_deployment_created_between_plan_and_delete_keeps_its_identity() {
         web["spec"]["template"]["spec"]["serviceAccountName"] = json!("nvcf-worker-web");
         c.create(web);
     });
-    assert!(
-        text.contains(&format!("delete {ns}/nvcf-worker-web (orphaned)")),
-        "{text}"
-    );
-    assert!(
-        text.contains("deleted: 1 identities (3 objects); skipped: 1; failed: 0"),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!(
-            "skipped {ns}/nvcf-worker-web: in use by deployment/web since the plan"
-        )),
-        "{text}"
-    );
-    assert_eq!(c.members(&ns, "nvcf-worker-web"), 3);
-    assert_eq!(c.members(&ns, "nvcf-worker-gone"), 0);
+    kept_in_use_and_the_other_deleted(&c, &ns, &text, "nvcf-worker-web", "deployment/web");
     assert!(c.pending_faults().is_empty(), "the gate never fired");
 }
 

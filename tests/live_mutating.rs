@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use kubectl_nvcf_worker::identity as id;
 use kubectl_nvcf_worker::recognize::API_ACCESS_PREFIX;
 use kubectl_nvcf_worker::rules;
+use live_support::policy::kubectl_as;
 use live_support::*;
 use serde_json::{json, Value};
 
@@ -70,19 +71,6 @@ fn callers(c: &Cluster) -> &'static Callers {
             user: c.cp.user_kubeconfig("dev", &[], None),
         }
     })
-}
-
-fn kubectl_as(kubeconfig: &PathBuf, args: &[&str], stdin: Option<&str>) -> Output {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new("/usr/bin/kubectl");
-    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-    cmd.env_remove("KUBECONFIG");
-    if let Some(text) = stdin {
-        let file = dir.path().join("in.yaml");
-        std::fs::write(&file, text).unwrap();
-        cmd.arg("-f").arg(file);
-    }
-    output_within(cmd, Duration::from_secs(120))
 }
 
 /// `kubectl create -o json` of `objs` (a List) as the caller; the created
