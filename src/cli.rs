@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::commands::{self, StreamFormat, ValidateFormat};
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Exit, Result};
 use crate::identity;
 use crate::krm;
 use crate::manifest::parse_stream;
+use crate::pipeline::{self, Output, Processor, Run, StreamFormat, ValidateFormat, WriteArgs};
 use crate::selector::Selector;
 
 /// The name kustomize runs the legacy exec plugin by.
@@ -139,7 +139,7 @@ pub struct InjectArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: StreamFormat,
     #[command(flatten)]
-    pub write: commands::WriteArgs,
+    pub write: WriteArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -154,7 +154,7 @@ pub struct UninjectArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: StreamFormat,
     #[command(flatten)]
-    pub write: commands::WriteArgs,
+    pub write: WriteArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -397,8 +397,14 @@ fn install_plugin(args: InstallPluginArgs, stdout: &mut dyn Write) -> Result<()>
     .map_err(|e| Error::io("<stdout>", e))
 }
 
-/// Runs the tool with explicit streams; returns the exit code.
+/// Runs the tool with explicit streams, as a library caller would (serial, trees
+/// freed): see `run_with`.
 pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<()> {
+    run_with(&Run::default(), cli, stdout, stderr)
+}
+
+/// Runs the tool with explicit streams and the face's run settings.
+pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<()> {
     match cli.command {
         None => {
             let stdin = std::io::stdin();
@@ -423,13 +429,13 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                             .into(),
                 });
             }
-            let out = krm::run_resource_list(&input)?;
+            let out = krm::run_resource_list_with(run, &input)?;
             stdout
                 .write_all(&out.stdout)
                 .map_err(|e| Error::io("<stdout>", e))?;
             stdout.flush().map_err(|e| Error::io("<stdout>", e))?;
-            if out.exit_code != 0 {
-                return Err(Error::Reported { errors: 1 });
+            if out.exit != crate::error::Exit::Success {
+                return Err(Error::Answered(out.exit));
             }
             Ok(())
         }
@@ -441,13 +447,29 @@ pub fn run(cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<(
                 ));
             }
             let paths = paths_or_stdin(args.files.clone(), &args.paths, "inject")?;
-            commands::inject_to(&paths, &cfg, args.output, args.write, stdout, stderr)
+            let output = Output {
+                format: args.output,
+                write: args.write,
+            };
+            pipeline::edit(
+                run,
+                &paths,
+                &Processor::Inject(&cfg),
+                output,
+                stdout,
+                stderr,
+            )
         }
         Some(Command::Uninject(args)) => {
             let paths = paths_or_stdin(args.files, &args.paths, "uninject")?;
-            commands::uninject(&paths, args.output, args.write, stdout, stderr)
+            let output = Output {
+                format: args.output,
+                write: args.write,
+            };
+            pipeline::edit(run, &paths, &Processor::Uninject, output, stdout, stderr)
         }
-        Some(Command::Validate(args)) => commands::validate(
+        Some(Command::Validate(args)) => pipeline::check(
+            run,
             &paths_or_stdin(args.paths, &args.files, "validate")?,
             args.output,
             stdout,
@@ -631,15 +653,20 @@ fn write_man_page(out: &mut dyn Write) -> std::io::Result<()> {
     man.render_version_section(out)
 }
 
-fn report(e: &Error, stderr: &mut dyn Write) -> i32 {
-    if let Error::Io { source, .. } = e {
+/// How a run ends: the one place an error becomes an exit code (and its message,
+/// cause by cause, unless the output already said it).
+fn finish(result: Result<()>, stderr: &mut dyn Write) -> Exit {
+    let Err(e) = result else {
+        return Exit::Success;
+    };
+    if let Error::Io { source, .. } = &e {
         if source.kind() == std::io::ErrorKind::BrokenPipe {
-            return 0; // the reader went away (`| head`): not our failure
+            return Exit::Success; // the reader went away (`| head`): not our failure
         }
     }
-    if !matches!(e, Error::Reported { .. }) {
+    if !matches!(e, Error::Reported { .. } | Error::Answered(_)) {
         let mut msg = format!("error: {e}");
-        let mut cause = std::error::Error::source(e);
+        let mut cause = std::error::Error::source(&e);
         while let Some(c) = cause {
             if !msg.contains(&c.to_string()) {
                 msg.push_str(&format!(": {c}"));
@@ -648,7 +675,7 @@ fn report(e: &Error, stderr: &mut dyn Write) -> i32 {
         }
         let _ = writeln!(stderr, "{msg}");
     }
-    e.exit_code()
+    e.exit()
 }
 
 /// The entry point of `kubectl_complete-nvcf_worker`: cobra's `__complete` answer
@@ -661,9 +688,25 @@ pub fn complete_main() -> i32 {
     0
 }
 
-/// The process entry point shared by both binary names.
+/// The process entry point shared by both binary names. A panic is contained here,
+/// once: reported as a bug on stderr, exit 101, never half an output (stdout is
+/// written only at the end of a run).
 pub fn main() -> i32 {
-    commands::exit_after_command();
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error (a bug: please report it with the input): {info}");
+    }));
+    // libyaml-safer 0.3 panics on a few inputs; the parser catches those and
+    // reports the input as invalid YAML: nothing to say.
+    crate::manifest::parse::quiet_parser_panics();
+    match std::panic::catch_unwind(face) {
+        Ok(exit) => exit.code(),
+        Err(_) => Exit::Internal.code(),
+    }
+}
+
+/// Which face the process is, by the name it was invoked as, and its run.
+fn face() -> Exit {
+    let run = Run::binary();
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -674,7 +717,8 @@ pub fn main() -> i32 {
         .unwrap_or("");
     // A link named for kubectl's plugin completion (release archives ship one binary).
     if invoked_as == COMPLETE_NAME {
-        return complete_main();
+        complete_main();
+        return Exit::Success;
     }
     if invoked_as == LEGACY_PLUGIN_NAME {
         let result = (|| {
@@ -687,22 +731,52 @@ pub fn main() -> i32 {
             std::io::stdin()
                 .read_to_end(&mut input)
                 .map_err(|e| Error::io("<stdin>", e))?;
-            let out = krm::run_legacy_plugin(config, input, &mut stderr)?;
+            let out = krm::run_legacy_plugin(&run, config, input, &mut stderr)?;
             stdout
                 .write_all(&out.stdout)
                 .map_err(|e| Error::io("<stdout>", e))
         })();
-        return result.map_or_else(|e| report(&e, &mut stderr), |_| 0);
+        return finish(result, &mut stderr);
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
+            return if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Success // --help, --version
+            };
         }
     };
-    match run(cli, &mut stdout, &mut stderr) {
-        Ok(()) => 0,
-        Err(e) => report(&e, &mut stderr),
+    let result = run_with(&run, cli, &mut stdout, &mut stderr);
+    finish(result, &mut stderr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::complete::cobra_complete;
+
+    fn complete(words: &[&str]) -> String {
+        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        cobra_complete(&Cli::command(), &args)
+    }
+
+    #[test]
+    fn completes_subcommands_flags_and_values() {
+        let top = complete(&[""]);
+        assert!(top.starts_with("inject\t"), "{top}");
+        assert!(
+            top.contains("\ncleanup\t") && top.ends_with(":4\n"),
+            "{top}"
+        );
+        assert_eq!(complete(&["val"]), "validate\tCheck manifests for forged or widened worker identities (pre-commit, CI)\n:4\n");
+        let flags = complete(&["inject", "--cl"]);
+        assert!(flags.starts_with("--cluster-id\t"), "{flags}");
+        assert_eq!(complete(&["inject", "-o", ""]), "yaml\njson\n:4\n");
+        assert_eq!(complete(&["inject", "-f", ""]), ":0\n", "files for -f");
+        assert_eq!(complete(&["inject", "--cluster-id", "x", ""]), ":0\n");
+        assert!(complete(&["completion", "b"]).starts_with("bash\n"));
     }
 }

@@ -91,31 +91,3 @@ fn find_flag<'a>(cmd: &'a Command, flag: &str) -> Option<&'a Arg> {
         None => flag.chars().count() == 1 && a.get_short() == flag.chars().next(),
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    fn complete(words: &[&str]) -> String {
-        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        cobra_complete(&crate::cli::Cli::command(), &args)
-    }
-
-    #[test]
-    fn completes_subcommands_flags_and_values() {
-        let top = complete(&[""]);
-        assert!(top.starts_with("inject\t"), "{top}");
-        assert!(
-            top.contains("\ncleanup\t") && top.ends_with(":4\n"),
-            "{top}"
-        );
-        assert_eq!(complete(&["val"]), "validate\tCheck manifests for forged or widened worker identities (pre-commit, CI)\n:4\n");
-        let flags = complete(&["inject", "--cl"]);
-        assert!(flags.starts_with("--cluster-id\t"), "{flags}");
-        assert_eq!(complete(&["inject", "-o", ""]), "yaml\njson\n:4\n");
-        assert_eq!(complete(&["inject", "-f", ""]), ":0\n", "files for -f");
-        assert_eq!(complete(&["inject", "--cluster-id", "x", ""]), ":0\n");
-        assert!(complete(&["completion", "b"]).starts_with("bash\n"));
-    }
-}

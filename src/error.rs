@@ -1,5 +1,6 @@
 //! The one error type of the library, with the exit code each kind maps to.
 
+use crate::manifest::read::ReadError;
 use crate::manifest::YamlError;
 
 /// A function config or flag the tool cannot use. Kept here, not in `config`, so the
@@ -38,6 +39,9 @@ pub enum Error {
     /// Findings were already reported; this only carries the exit status.
     #[error("{errors} error(s) reported")]
     Reported { errors: usize },
+    /// Written already (a ResourceList with its results): exits as it says.
+    #[error("exit {}", .0.code())]
+    Answered(Exit),
     #[error("{0}")]
     Live(String),
     /// The cluster refused a call: names the permission the account lacks.
@@ -50,20 +54,90 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// 1 for problems in the input or the cluster, 2 for usage and I/O (the
-    /// convention of linters that pre-commit and CI understand).
-    pub fn exit_code(&self) -> i32 {
+/// The exit codes, by name: the one list, documented in `docs/guarantees.md` and
+/// pinned on every face by `tests/friction.rs`
+/// (`exit_codes_are_named_once_and_the_same_on_every_face`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Done; also when the reader of stdout went away (`| head`).
+    Success,
+    /// A finding, input that cannot be read or decoded, output that cannot be
+    /// written, a refusal or failure of the cluster: the input or the world needs a
+    /// change.
+    Problem,
+    /// A usage or configuration mistake, from a flag or a config file alike: the
+    /// command needs a change.
+    Usage,
+    /// A bug: a panic caught at the face.
+    Internal,
+}
+
+impl Exit {
+    /// Every exit, in the order `docs/guarantees.md` lists them.
+    pub const ALL: [Exit; 4] = [Exit::Success, Exit::Problem, Exit::Usage, Exit::Internal];
+
+    pub fn code(self) -> i32 {
         match self {
-            Error::Usage(_) | Error::Io { .. } => 2,
-            _ => 1,
+            Exit::Success => 0,
+            Exit::Problem => 1,
+            Exit::Usage => 2,
+            Exit::Internal => 101,
         }
+    }
+}
+
+impl Error {
+    pub fn exit(&self) -> Exit {
+        match self {
+            Error::Usage(_) | Error::Config(_) => Exit::Usage,
+            Error::Answered(exit) => *exit,
+            Error::Yaml { .. }
+            | Error::Reported { .. }
+            | Error::Invalid { .. }
+            | Error::Io { .. }
+            | Error::Live(_)
+            | Error::Forbidden { .. } => Exit::Problem,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        self.exit().code()
     }
 
     pub fn io(file: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {
             file: file.into(),
             source,
+        }
+    }
+
+    /// Findings already written: the error carries only the exit status.
+    pub fn reported(findings: &[crate::report::Finding]) -> Error {
+        Error::Reported {
+            errors: findings
+                .iter()
+                .filter(|f| f.severity == crate::report::Severity::Error)
+                .count(),
+        }
+    }
+}
+
+impl From<ReadError> for Error {
+    fn from(e: ReadError) -> Error {
+        match e {
+            ReadError::Yaml { file, doc, source } => Error::Yaml { file, doc, source },
+            ReadError::Invalid {
+                file,
+                doc,
+                line,
+                message,
+            } => Error::Invalid {
+                file,
+                doc,
+                line,
+                message,
+            },
+            ReadError::Io { file, source } => Error::Io { file, source },
         }
     }
 }

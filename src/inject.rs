@@ -14,85 +14,10 @@ use crate::manifest::batch::{
 };
 use crate::manifest::{from_json, to_json, Document, Edited, Node, Style, Value};
 use crate::recognize::{self, Check, Record};
-use crate::report::{Finding, ResourceRef};
+use crate::report::{Finding, ObjectReport, Outcome, ResourceRef, Status, KEPT_NOT_SELECTED};
 use crate::rules;
 use crate::uninject::{self, Recognition};
 use crate::workload;
-
-/// What happened to one input object (the per-resource report on stderr).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Status {
-    Injected,
-    /// The transformer's own output brought to the current config: what changed.
-    Updated(Vec<String>),
-    /// The identity taken out (uninject, prune): what was restored.
-    Uninjected(Vec<String>),
-    Unchanged(&'static str),
-    Skipped(&'static str),
-    /// A ServiceAccount, Role or RoleBinding this run added.
-    Generated,
-    /// A ServiceAccount, Role or RoleBinding of an identity no workload uses any more.
-    Removed,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObjectReport {
-    pub resource: ResourceRef,
-    pub status: Status,
-}
-
-impl ObjectReport {
-    pub fn to_text(&self) -> String {
-        let r = self.resource.short();
-        match &self.status {
-            Status::Injected => format!("{r} injected"),
-            Status::Generated => format!("{r} generated"),
-            Status::Unchanged(why) => format!("{r} unchanged: {why}"),
-            Status::Skipped(why) => format!("{r} skipped: {why}"),
-            Status::Updated(what) => format!("{r} updated: {}", what.join("; ")),
-            Status::Uninjected(what) if what.is_empty() => format!("{r} uninjected"),
-            Status::Uninjected(what) => format!("{r} uninjected: {}", what.join("; ")),
-            Status::Removed => format!("{r} removed"),
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub findings: Vec<Finding>,
-    pub reports: Vec<ObjectReport>,
-}
-
-impl Outcome {
-    pub fn has_errors(&self) -> bool {
-        crate::report::has_errors(&self.findings)
-    }
-
-    /// The findings, and for a KRM function (whose only report is `results`) an
-    /// info result for each workload updated, uninjected or kept though no longer
-    /// selected, and each object removed: what changed beyond a first injection.
-    pub fn krm_results(self) -> Vec<Finding> {
-        if self.has_errors() {
-            return self.findings; // nothing changed
-        }
-        let mut out = self.findings;
-        for r in self.reports {
-            let says = match &r.status {
-                Status::Updated(_) | Status::Uninjected(_) | Status::Removed => true,
-                Status::Unchanged(why) => *why == KEPT_NOT_SELECTED,
-                _ => false,
-            };
-            if says {
-                out.push(Finding::info(r.to_text()).resource(Some(r.resource)));
-            }
-        }
-        out
-    }
-}
-
-/// Why a workload no longer selected still carries its identity.
-const KEPT_NOT_SELECTED: &str =
-    "not selected any more; keeps its worker identity (prune: true or --prune takes it out)";
 
 /// One selected workload and what it needs.
 struct WorkloadPlan {

@@ -1,68 +1,39 @@
 //! The KRM function face: a ResourceList on stdin, a ResourceList on stdout
 //! (KRM Functions Specification), and kustomize's legacy exec-plugin contract.
+//! Both only pick the pipeline's loader, processor and sink.
 
 use std::io::Write;
 
 use crate::config::{Config, Mode};
-use crate::error::{Error, Result};
+use crate::error::{Error, Exit, Result};
 use crate::guard;
-use crate::inject;
 use crate::manifest::batch::{Batch, Source, SourceKind};
-use crate::manifest::read::{default_list_items, item_problems};
-use crate::manifest::{from_json, parse_stream, Document, Node};
+use crate::manifest::read::item_problems;
+use crate::manifest::{parse_stream, Document};
+use crate::pipeline::{load, sink, Processor, Run};
 use crate::report::{self, Finding, Location};
 
-pub const API_VERSIONS: [&str; 2] = ["config.kubernetes.io/v1", "config.kubernetes.io/v1beta1"];
+pub use crate::pipeline::load::API_VERSIONS;
 
-/// What a function run produced: bytes for stdout and the exit code.
+/// What a function run produced: bytes for stdout and how it exits.
 pub struct FnOutput {
     pub stdout: Vec<u8>,
-    pub exit_code: i32,
+    pub exit: Exit,
+}
+
+/// Runs the function on a ResourceList (with a library caller's run: see
+/// `run_resource_list_with`).
+pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
+    run_resource_list_with(&Run::default(), input)
 }
 
 /// Runs the function on a ResourceList. Input so broken that no ResourceList can be
 /// echoed is an `Err`; everything else is answered with a ResourceList carrying
-/// `results` (exit 1 when any is an error), items unchanged on error.
-pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
-    let docs = parse_stream(input).map_err(|e| Error::Yaml {
-        file: "<stdin>".into(),
-        doc: e.index + 1,
-        source: e.error,
-    })?;
-    let mut docs = docs;
-    crate::manifest::attach_text(&mut docs, std::sync::Arc::new(input.to_vec()));
-    let mut docs: Vec<Document> = docs.into_iter().filter(|d| !d.is_empty()).collect();
-    if docs.len() != 1 {
-        return Err(Error::Usage(format!(
-            "expected one ResourceList on stdin, found {} documents (kpt fn eval --exec, or a Kptfile pipeline, sends one)",
-            docs.len()
-        )));
-    }
-    let mut doc = docs.remove(0);
-    default_list_items(&mut doc, SourceKind::ResourceList);
+/// `results`, items unchanged on error. Exits 2 for a mistake in the
+/// functionConfig, 1 for any other error result.
+pub fn run_resource_list_with(run: &Run, input: &[u8]) -> Result<FnOutput> {
+    let doc = load::resource_list(input)?;
     let root = doc.view();
-    let bad = |message: String| Error::Invalid {
-        file: "<stdin>".into(),
-        doc: 1,
-        line: root.line,
-        message,
-    };
-    if root.str_at(&["kind"]) != Some("ResourceList") {
-        return Err(bad(format!(
-            "kind is {:?}, expected ResourceList",
-            root.str_at(&["kind"]).unwrap_or("")
-        )));
-    }
-    let api = root.str_at(&["apiVersion"]).unwrap_or("");
-    if !API_VERSIONS.contains(&api) {
-        return Err(bad(format!(
-            "apiVersion {api:?} is not one of {}",
-            API_VERSIONS.join(", ")
-        )));
-    }
-    if root.get("items").and_then(Node::items).is_none() {
-        return Err(bad("ResourceList has no items list".into()));
-    }
     let mut findings: Vec<Finding> = item_problems(root, SourceKind::ResourceList)
         .map(|(line, problem)| {
             Finding::error(problem).rule(guard::DECODE).at(Location {
@@ -77,68 +48,43 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
     // items go back as they came (inject plans first and edits nothing then).
     let as_read = matches!(&config, Ok(c) if c.mode == Mode::Uninject).then(|| doc.clone());
     let mut batch = Batch::new(vec![Source {
-        name: "<stdin>".into(),
+        name: crate::manifest::read::STDIN.into(),
         kind: SourceKind::ResourceList,
         docs: vec![doc],
     }]);
-    match config {
-        Err(e) => findings.push(Finding::error(e.to_string())),
+    batch.workers = run.workers;
+    let mut exit = Exit::Success;
+    let ready = config.map_err(Error::from).and_then(|cfg| {
+        Processor::for_config(&cfg).ready()?;
+        Ok(cfg)
+    });
+    match ready {
+        Err(e) => {
+            findings.push(Finding::error(e.to_string()));
+            exit = e.exit();
+        }
         Ok(_) if report::has_errors(&findings) => {}
-        Ok(cfg) => match cfg.mode {
-            Mode::Validate => findings.extend(guard::check(
-                &batch,
-                &guard::Allow {
-                    self_refs: &Default::default(),
-                },
-            )),
-            Mode::Inject => findings.extend(inject::inject(&mut batch, &cfg).krm_results()),
-            Mode::Uninject => findings.extend(crate::uninject::uninject(&mut batch).krm_results()),
-        },
+        Ok(cfg) => findings.extend(
+            Processor::for_config(&cfg)
+                .process(&mut batch)
+                .krm_results(),
+        ),
     }
-    let exit_code = if report::has_errors(&findings) { 1 } else { 0 };
+    if exit == Exit::Success && report::has_errors(&findings) {
+        exit = Exit::Problem;
+    }
     // Lines here count inside the ResourceList kpt built, not in the user's file:
     // the file, index and field path locate a result; a wrong line would mislead.
     for f in &mut findings {
         f.location.line = None;
     }
     let mut doc = batch.sources.remove(0).docs.remove(0);
-    if let (Some(as_read), 1) = (as_read, exit_code) {
+    if let (Some(as_read), Exit::Problem) = (as_read, exit) {
         doc = as_read;
     }
-    if !findings.is_empty() {
-        let json_style = doc.view().is_flow();
-        let results: Vec<Node> = findings
-            .iter()
-            .map(|f| {
-                let n = from_json(&f.to_krm_result());
-                if json_style {
-                    n.into_json_style()
-                } else {
-                    n
-                }
-            })
-            .collect();
-        // Adding `results` touches no item: keep the items as written (anchors and
-        // merge keys too) unless `results` itself is an alias that must be expanded.
-        let results_alias = doc
-            .root
-            .get("results")
-            .is_some_and(|r| matches!(r.value, crate::manifest::Value::Alias(_)));
-        let root = if results_alias {
-            doc.edit()
-        } else {
-            doc.edit_as_written()
-        };
-        let existing = root.get_or_insert("results", || Node::seq(vec![]));
-        if let Some(items) = existing.items_mut() {
-            items.extend(results);
-        }
-    }
-    // The ResourceList as kpt wrote it, edits spliced in: items change only where
-    // they are edited.
-    let stdout = crate::commands::render_source(std::slice::from_ref(&doc));
-    crate::commands::release(doc);
-    Ok(FnOutput { stdout, exit_code })
+    let (stdout, doc) = sink::resource_list(doc, &findings);
+    run.release(doc);
+    Ok(FnOutput { stdout, exit })
 }
 
 /// kustomize's legacy exec plugin: config file path as argv[1], a plain YAML stream
@@ -146,6 +92,7 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
 /// prints nothing on success (kustomize refuses any output from a validator, even
 /// its input echoed) and its findings on stderr.
 pub fn run_legacy_plugin(
+    run: &Run,
     config_path: &str,
     input: Vec<u8>,
     stderr: &mut dyn Write,
@@ -162,38 +109,24 @@ pub fn run_legacy_plugin(
             .find(|d| !d.is_empty())
             .map(Document::view),
     )?;
-    let source = crate::manifest::read::load(crate::manifest::read::Input {
-        name: "<stdin>".into(),
-        bytes: input,
-    })?;
-    let mut batch = Batch::new(vec![source]);
-    let findings = match cfg.mode {
-        Mode::Validate => guard::check(
-            &batch,
-            &guard::Allow {
-                self_refs: &Default::default(),
-            },
-        ),
-        Mode::Inject => inject::inject(&mut batch, &cfg).findings,
-        Mode::Uninject => crate::uninject::uninject(&mut batch).findings,
-    };
+    let processor = Processor::for_config(&cfg);
+    processor.ready()?;
+    let mut batch = Batch::new(vec![load::stream(input, run.workers)?]);
+    batch.workers = run.workers;
+    let findings = processor.process(&mut batch).findings;
     for f in &findings {
         writeln!(stderr, "{}", f.to_text()).map_err(|e| Error::io("<stderr>", e))?;
     }
     if report::has_errors(&findings) {
-        return Err(Error::Reported {
-            errors: findings
-                .iter()
-                .filter(|f| f.severity == report::Severity::Error)
-                .count(),
-        });
+        return Err(Error::reported(&findings));
     }
     let stdout = match cfg.mode {
         Mode::Validate => Vec::new(),
-        Mode::Inject | Mode::Uninject => crate::commands::render_stream(&batch),
+        Mode::Inject | Mode::Uninject => sink::render_stream(&batch),
     };
+    run.release(batch);
     Ok(FnOutput {
         stdout,
-        exit_code: 0,
+        exit: Exit::Success,
     })
 }

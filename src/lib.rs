@@ -1,7 +1,6 @@
 //! kubectl-nvcf-worker: NVCF worker identity for Kubernetes manifests and clusters.
 
 pub mod cli;
-pub mod commands;
 pub mod complete;
 pub mod config;
 pub mod error;
@@ -12,6 +11,7 @@ pub mod krm;
 pub mod live;
 pub mod manifest;
 pub mod mutating;
+pub mod pipeline;
 pub mod policy;
 pub mod recognize;
 pub mod report;
@@ -19,4 +19,5 @@ pub mod rules;
 pub mod sarif;
 pub mod selector;
 pub mod uninject;
+pub mod work;
 pub mod workload;

@@ -28,44 +28,7 @@ impl std::fmt::Display for Severity {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceRef {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-}
-
-impl ResourceRef {
-    /// `kind/namespace/name`, or `kind/name` without a namespace.
-    pub fn display(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{}/{}/{}", self.kind, ns, self.name),
-            None => format!("{}/{}", self.kind, self.name),
-        }
-    }
-
-    /// kubectl's short form: `deployment/web`.
-    pub fn short(&self) -> String {
-        format!("{}/{}", self.kind.to_ascii_lowercase(), self.name)
-    }
-}
-
-/// Where something was found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Location {
-    /// File path, `<stdin>`, or the path annotation of a KRM item.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
-    /// 0-based document index in the file (or the KRM index annotation).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub index: Option<usize>,
-    /// 1-based line in the input the tool read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-}
+pub use crate::manifest::{Location, ResourceRef};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -212,6 +175,84 @@ pub fn summary(findings: &[Finding], files: usize) -> String {
         plural(files, "file")
     )
 }
+
+// What the processors (inject, uninject, validate) return: one outcome type for
+// every face, beside the findings it carries.
+
+/// What happened to one input object (the per-resource report on stderr).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Injected,
+    /// The transformer's own output brought to the current config: what changed.
+    Updated(Vec<String>),
+    /// The identity taken out (uninject, prune): what was restored.
+    Uninjected(Vec<String>),
+    Unchanged(&'static str),
+    Skipped(&'static str),
+    /// A ServiceAccount, Role or RoleBinding this run added.
+    Generated,
+    /// A ServiceAccount, Role or RoleBinding of an identity no workload uses any more.
+    Removed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectReport {
+    pub resource: ResourceRef,
+    pub status: Status,
+}
+
+impl ObjectReport {
+    pub fn to_text(&self) -> String {
+        let r = self.resource.short();
+        match &self.status {
+            Status::Injected => format!("{r} injected"),
+            Status::Generated => format!("{r} generated"),
+            Status::Unchanged(why) => format!("{r} unchanged: {why}"),
+            Status::Skipped(why) => format!("{r} skipped: {why}"),
+            Status::Updated(what) => format!("{r} updated: {}", what.join("; ")),
+            Status::Uninjected(what) if what.is_empty() => format!("{r} uninjected"),
+            Status::Uninjected(what) => format!("{r} uninjected: {}", what.join("; ")),
+            Status::Removed => format!("{r} removed"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub findings: Vec<Finding>,
+    pub reports: Vec<ObjectReport>,
+}
+
+impl Outcome {
+    pub fn has_errors(&self) -> bool {
+        has_errors(&self.findings)
+    }
+
+    /// The findings, and for a KRM function (whose only report is `results`) an
+    /// info result for each workload updated, uninjected or kept though no longer
+    /// selected, and each object removed: what changed beyond a first injection.
+    pub fn krm_results(self) -> Vec<Finding> {
+        if self.has_errors() {
+            return self.findings; // nothing changed
+        }
+        let mut out = self.findings;
+        for r in self.reports {
+            let says = match &r.status {
+                Status::Updated(_) | Status::Uninjected(_) | Status::Removed => true,
+                Status::Unchanged(why) => *why == KEPT_NOT_SELECTED,
+                _ => false,
+            };
+            if says {
+                out.push(Finding::info(r.to_text()).resource(Some(r.resource)));
+            }
+        }
+        out
+    }
+}
+
+/// Why a workload no longer selected still carries its identity.
+pub const KEPT_NOT_SELECTED: &str =
+    "not selected any more; keeps its worker identity (prune: true or --prune takes it out)";
 
 #[cfg(test)]
 mod tests {

@@ -7,11 +7,11 @@ use std::collections::{HashMap, HashSet};
 
 use crate::guard::{self, Trios};
 use crate::identity::{self, Marks};
-use crate::inject::{ObjectReport, Outcome, Status};
 use crate::manifest::batch::{Addr, Batch, Object};
 use crate::manifest::{from_json, Node, Style};
 use crate::recognize::{self, Record};
 use crate::report::Finding;
+use crate::report::{ObjectReport, Outcome, Status};
 use crate::workload::{self, TokenWant};
 
 /// What a workload carries of a worker identity.

@@ -6,9 +6,9 @@ mod support;
 
 use std::path::Path;
 
-use kubectl_nvcf_worker::commands::render_source;
 use kubectl_nvcf_worker::manifest::batch::{Source, SourceKind};
 use kubectl_nvcf_worker::manifest::{attach_text, parse_stream, Node};
+use kubectl_nvcf_worker::pipeline::sink::render_source;
 use support::*;
 
 /// A source as `inject` reads it, with any YAML (not only objects).
@@ -625,8 +625,10 @@ fn replace_files_is_all_or_nothing() {
     let dir = tree(&[("a.yaml", "a: 1\n")]);
     let a = path_str(&dir.path().join("a.yaml"));
     let missing = path_str(&dir.path().join("nope/b.yaml"));
-    let err =
-        kubectl_nvcf_worker::commands::replace_files(&[(&a, b"a: 2\n"), (&missing, b"b: 2\n")]);
+    let err = kubectl_nvcf_worker::pipeline::sink::replace_files(&[
+        (&a, b"a: 2\n"),
+        (&missing, b"b: 2\n"),
+    ]);
     assert!(err.is_err());
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "a: 1\n");
     assert_eq!(listing(dir.path()).len(), 1);

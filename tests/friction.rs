@@ -181,14 +181,14 @@ fn inject_names_cluster_id_and_flags_override_config() {
     ]);
     let dir = Some(tmp.path());
     let out = run_in(dir, &["inject", "-f", "d.yaml"], b"");
-    out.code(1);
+    out.code(2);
     assert!(out.stderr.contains("--cluster-id"), "{out}");
     let out = run_in(
         dir,
         &["inject", "-f", "d.yaml", "--config", "empty.yaml"],
         b"",
     );
-    out.code(1);
+    out.code(2);
     assert!(
         out.stderr.contains("--cluster-id") && out.stderr.contains("empty.yaml"),
         "{out}"
@@ -223,7 +223,7 @@ fn inject_names_cluster_id_and_flags_override_config() {
         &["inject", "-f", "d.yaml", "--config", "typed.yaml"],
         b"",
     );
-    out.code(1);
+    out.code(2);
     assert!(
         out.stderr.contains("spec.expirationSeconds") && out.stderr.contains("whole number"),
         "{out}"
@@ -337,4 +337,221 @@ fn templates_are_told_to_render_first() {
     // Valid YAML that merely mentions braces in a value is no template problem.
     let fine = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {t: \"{{ x }}\"}\n";
     run(&["validate", "-"], fine).ok();
+}
+
+/// `docs/guarantees.md`'s table is `error::Exit`, and each kind of mistake exits
+/// with the same code on every face: a usage or configuration mistake is 2 from a
+/// flag, a `--config` file, a KRM functionConfig or the kustomize plugin's config
+/// alike; a finding or input that cannot be read is 1.
+#[test]
+fn exit_codes_are_named_once_and_the_same_on_every_face() {
+    use kubectl_nvcf_worker::error::Exit;
+    let named = |e: Exit| match e {
+        // Exhaustive: a new exit must be named here and in the table.
+        Exit::Success => "Success",
+        Exit::Problem => "Problem",
+        Exit::Usage => "Usage",
+        Exit::Internal => "Internal",
+    };
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guarantees.md"))
+        .unwrap();
+    let table: Vec<(i32, String)> = doc
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells.len() == 5)
+                .then(|| cells[1].parse().ok().map(|c| (c, cells[2].to_string())))
+                .flatten()
+        })
+        .collect();
+    let want: Vec<(i32, String)> = Exit::ALL
+        .iter()
+        .map(|&e| (e.code(), named(e).to_string()))
+        .collect();
+    assert_eq!(
+        table, want,
+        "docs/guarantees.md's exit codes are error::Exit's"
+    );
+
+    let forged = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec:\n  serviceAccountName: nvcf-worker-x\n  containers: [{name: a, image: i}]\n";
+    let cfg = |spec: &str| {
+        format!("apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec: {spec}\n")
+    };
+    let tmp = temp_tree(&[
+        ("d.yaml", DEPLOYMENT),
+        ("forged.yaml", forged),
+        ("no-cluster.yaml", &cfg("{}")),
+        ("short.yaml", &cfg("{clusterID: c1, expirationSeconds: 60}")),
+        ("ok.yaml", &cfg("{clusterID: c1}")),
+        ("validator.yaml", &cfg("{mode: validate}")),
+    ]);
+    let dir = Some(tmp.path());
+    let plugin = tmp.path().join("WorkerIdentity");
+    std::os::unix::fs::symlink(BIN, &plugin).unwrap();
+    let legacy = |config: &str, stdin: &str| {
+        let out = support::pipe(
+            Command::new(&plugin).arg(tmp.path().join(config)),
+            stdin.as_bytes(),
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let krm_with = |spec: &str, stream: &str| {
+        let list = support::resource_list(stream, &cfg(spec));
+        support::krm(&list)
+    };
+    let usage = Exit::Usage.code();
+    let problem = Exit::Problem.code();
+    // (face, what, exit, stderr or results)
+    let cases: Vec<(&str, &str, Option<i32>, String)> = vec![
+        {
+            let o = run_in(dir, &["inject", "-f", "d.yaml"], b"");
+            ("cli", "no cluster ID (flags)", Some(o.code), o.stderr)
+        },
+        {
+            let o = run_in(
+                dir,
+                &["inject", "-f", "d.yaml", "--config", "no-cluster.yaml"],
+                b"",
+            );
+            ("cli", "no cluster ID (--config)", Some(o.code), o.stderr)
+        },
+        {
+            let o = run_in(
+                dir,
+                &[
+                    "inject",
+                    "-f",
+                    "d.yaml",
+                    "--cluster-id",
+                    "c1",
+                    "--expiration-seconds",
+                    "60",
+                ],
+                b"",
+            );
+            (
+                "cli",
+                "token lifetime out of range (flag)",
+                Some(o.code),
+                o.stderr,
+            )
+        },
+        {
+            let o = run_in(
+                dir,
+                &["inject", "-f", "d.yaml", "--config", "short.yaml"],
+                b"",
+            );
+            (
+                "cli",
+                "token lifetime out of range (--config)",
+                Some(o.code),
+                o.stderr,
+            )
+        },
+        {
+            let o = krm_with("{}", DEPLOYMENT);
+            (
+                "krm",
+                "no cluster ID (functionConfig)",
+                Some(o.code),
+                o.stdout,
+            )
+        },
+        {
+            let o = krm_with("{clusterID: c1, expirationSeconds: 60}", DEPLOYMENT);
+            (
+                "krm",
+                "token lifetime out of range (functionConfig)",
+                Some(o.code),
+                o.stdout,
+            )
+        },
+        {
+            let (code, err) = legacy("no-cluster.yaml", DEPLOYMENT);
+            (
+                "kustomize plugin",
+                "no cluster ID (plugin config)",
+                code,
+                err,
+            )
+        },
+        {
+            let (code, err) = legacy("short.yaml", DEPLOYMENT);
+            (
+                "kustomize plugin",
+                "token lifetime out of range (plugin config)",
+                code,
+                err,
+            )
+        },
+    ];
+    for (face, what, code, said) in &cases {
+        assert_eq!(
+            *code,
+            Some(usage),
+            "{face}: {what} is a usage mistake: {said}"
+        );
+        assert!(
+            said.contains("clusterID")
+                || said.contains("expirationSeconds")
+                || said.contains("--expiration-seconds"),
+            "{face}: {what}: names the setting: {said}"
+        );
+    }
+    let problems: Vec<(&str, &str, Option<i32>, String)> = vec![
+        {
+            let o = run_in(dir, &["validate", "forged.yaml"], b"");
+            ("cli", "a finding (validate)", Some(o.code), o.stdout)
+        },
+        {
+            let o = run_in(
+                dir,
+                &["inject", "--cluster-id", "c1", "-f", "forged.yaml"],
+                b"",
+            );
+            ("cli", "a finding (inject)", Some(o.code), o.stderr)
+        },
+        {
+            let o = run_in(dir, &["validate", "gone.yaml"], b"");
+            (
+                "cli",
+                "an unreadable file (validate)",
+                Some(o.code),
+                o.stderr,
+            )
+        },
+        {
+            let o = run_in(
+                dir,
+                &["inject", "--cluster-id", "c1", "-f", "gone.yaml"],
+                b"",
+            );
+            ("cli", "an unreadable file (inject)", Some(o.code), o.stderr)
+        },
+        {
+            let o = krm_with("{clusterID: c1}", forged);
+            ("krm", "a finding", Some(o.code), o.stdout)
+        },
+        {
+            let (code, err) = legacy("ok.yaml", forged);
+            ("kustomize plugin", "a finding (transformer)", code, err)
+        },
+        {
+            let (code, err) = legacy("validator.yaml", forged);
+            ("kustomize plugin", "a finding (validator)", code, err)
+        },
+    ];
+    for (face, what, code, said) in &problems {
+        assert_eq!(*code, Some(problem), "{face}: {what}: {said}");
+        assert!(
+            said.contains("NVW") || said.contains("gone.yaml"),
+            "{face}: {what}: says why: {said}"
+        );
+    }
+    let clean = krm_with("{clusterID: c1}", DEPLOYMENT);
+    assert_eq!(clean.code, Exit::Success.code(), "{clean}");
 }

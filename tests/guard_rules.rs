@@ -535,11 +535,11 @@ fn output_json_report() {
 }
 
 #[test]
-fn usage_and_unreadable_files_exit_2() {
+fn usage_exits_2_and_an_unreadable_file_1() {
     let out = run(&["validate", "--no-such-flag", "x.yaml"], "");
     out.code(2);
     let out = run(&["validate", "/definitely/not/here.yaml"], "");
-    out.code(2);
+    out.code(1);
     assert!(out.stderr.contains("/definitely/not/here.yaml"), "{out}");
     let out = run(&["validate", "-o", "xml", "-"], "");
     out.code(2);

@@ -951,7 +951,7 @@ fn stdout_closed_early_exits_zero_without_a_panic_message() {
 }
 
 #[test]
-fn unreadable_paths_exit_2_naming_the_path() {
+fn unreadable_paths_exit_1_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::os::unix::fs::symlink(d.join("nowhere.yaml"), d.join("dangling.yaml")).unwrap();
@@ -965,7 +965,7 @@ fn unreadable_paths_exit_2_naming_the_path() {
         ] {
             let r = run_in(Some(d), &args, b"");
             r.assert_clean();
-            assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+            assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
             assert!(r.stderr.contains(path), "{args:?}: {}", r.stderr);
         }
     }
@@ -976,7 +976,7 @@ fn unreadable_paths_exit_2_naming_the_path() {
     std::os::unix::fs::symlink(sub.join("gone"), sub.join("b.yaml")).unwrap();
     let r = run_in(Some(d), &["validate", "tree"], b"");
     r.assert_clean();
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("b.yaml"), "{}", r.stderr);
     // A directory named like a manifest is a directory: walked, not an error.
     let named = d.join("dir.yaml");

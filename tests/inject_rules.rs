@@ -490,7 +490,7 @@ fn missing_or_empty_cluster_id_is_an_error() {
     let stream = workload("Deployment", "web", "ns", true, SIMPLE_POD);
     for args in [vec![], vec!["--cluster-id", ""], vec!["--cluster-id", "  "]] {
         let out = inject_raw(&stream, &args);
-        out.code(1);
+        out.code(2); // a configuration mistake: usage
         assert!(out.stdout.is_empty(), "{out}");
         assert!(out.stderr.contains("clusterID is required"), "{out}");
     }
@@ -502,7 +502,7 @@ fn missing_or_empty_cluster_id_is_an_error() {
     ] {
         let input = resource_list(&stream, &cfg);
         let k = krm(&input);
-        k.code(1);
+        k.code(2); // the functionConfig's mistake: usage, as from a flag
         let r = rl(&k);
         assert_eq!(items(&r), items(&docs(&input)[0]));
         assert!(
@@ -521,7 +521,7 @@ fn expiration_seconds_outside_range_is_an_error_saying_so() {
     let stream = workload("Deployment", "web", "ns", true, SIMPLE_POD);
     for bad in ["599", "86401", "0", "-5"] {
         let out = inject(&stream, &[&format!("--expiration-seconds={bad}")]);
-        assert_ne!(out.code, 0, "{out}");
+        out.code(2);
         assert!(out.stdout.is_empty());
         assert!(out.stderr.contains("outside 600..86400"), "{out}");
         for cfg in [
@@ -529,7 +529,7 @@ fn expiration_seconds_outside_range_is_an_error_saying_so() {
             configmap_config(&[("clusterID", "c1"), ("expirationSeconds", bad)]),
         ] {
             let k = krm(&resource_list(&stream, &cfg));
-            k.code(1);
+            k.code(2); // the functionConfig's mistake: usage, as from a flag
             let r = rl(&k);
             assert!(
                 results(&r).iter().any(|x| x["severity"] == "error"

@@ -12,7 +12,6 @@ mod oracle;
 
 use std::collections::{BTreeMap, HashSet};
 
-use kubectl_nvcf_worker::commands::{render_json, render_stream};
 use kubectl_nvcf_worker::config::Config;
 use kubectl_nvcf_worker::guard;
 use kubectl_nvcf_worker::identity;
@@ -21,6 +20,7 @@ use kubectl_nvcf_worker::manifest::batch::Batch;
 use kubectl_nvcf_worker::manifest::read::{load, Input};
 use kubectl_nvcf_worker::manifest::scalar::needs_quotes;
 use kubectl_nvcf_worker::manifest::{parse_stream, to_json, Node, Style, Value};
+use kubectl_nvcf_worker::pipeline::sink::{render_json, render_stream};
 use kubectl_nvcf_worker::workload;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -1215,7 +1215,8 @@ fn check_clean(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
         .filter(|r| {
             matches!(
                 r.status,
-                inject::Status::Injected | inject::Status::Unchanged(_)
+                kubectl_nvcf_worker::report::Status::Injected
+                    | kubectl_nvcf_worker::report::Status::Unchanged(_)
             )
         })
         .filter(|r| !identity::TRIO_KINDS.contains(&r.resource.kind.as_str()))

@@ -11,8 +11,9 @@ use std::process::Command;
 use kubectl_nvcf_worker::config::Config;
 use kubectl_nvcf_worker::manifest::batch::Batch;
 use kubectl_nvcf_worker::manifest::read::{decode_like_kubectl, load, Input};
+use kubectl_nvcf_worker::pipeline::sink;
 use kubectl_nvcf_worker::selector::Selector;
-use kubectl_nvcf_worker::{commands, inject, uninject};
+use kubectl_nvcf_worker::{inject, uninject};
 use serde_json::{json, Value};
 use support::*;
 
@@ -850,7 +851,7 @@ fn round_trip(name: &str, bytes: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     if outcome.has_errors() {
         return None;
     }
-    let injected = commands::render_stream(&b);
+    let injected = sink::render_stream(&b);
     let mut u = batch(name, &injected);
     let outcome = uninject::uninject(&mut u);
     assert!(!outcome.has_errors(), "{name}: {:?}", outcome.findings);
@@ -859,7 +860,7 @@ fn round_trip(name: &str, bytes: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         "{name}: own output is never a look-alike: {:?}",
         outcome.findings
     );
-    Some((injected, commands::render_stream(&u)))
+    Some((injected, sink::render_stream(&u)))
 }
 
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {

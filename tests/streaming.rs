@@ -11,12 +11,13 @@ mod support;
 
 use std::path::Path;
 
-use kubectl_nvcf_worker::commands::{
-    inject, inject_holding_trees, validate, validate_holding_trees, StreamFormat, ValidateFormat,
-};
 use kubectl_nvcf_worker::config::Config;
 use kubectl_nvcf_worker::identity::Naming;
+use kubectl_nvcf_worker::pipeline::{
+    self, Memory, Output, Processor, StreamFormat, ValidateFormat, WriteArgs,
+};
 use kubectl_nvcf_worker::selector::Selector;
+use kubectl_nvcf_worker::work::Workers;
 use support::corpus_files;
 
 struct Run {
@@ -28,15 +29,33 @@ struct Run {
 fn run(path: &Path, cfg: &Config, holding: bool) -> Run {
     let paths = [path.display().to_string()];
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let ok = if holding {
-        inject_holding_trees(&paths, cfg, &mut stdout, &mut stderr)
-    } else {
-        inject(&paths, cfg, StreamFormat::Yaml, &mut stdout, &mut stderr)
+    let output = Output {
+        format: StreamFormat::Yaml,
+        write: WriteArgs::default(),
     };
+    let run = on(if holding { Memory::Hold } else { Memory::Evict });
+    let ok = pipeline::edit(
+        &run,
+        &paths,
+        &Processor::Inject(cfg),
+        output,
+        &mut stdout,
+        &mut stderr,
+    );
     Run {
         ok: ok.map_err(|e| e.to_string()),
         stdout: String::from_utf8(stdout).expect("UTF-8 output"),
         stderr: String::from_utf8(stderr).expect("UTF-8 report"),
+    }
+}
+
+/// A run on two threads (the parallel parse and emit paths) with the memory
+/// strategy under test.
+fn on(memory: Memory) -> pipeline::Run {
+    pipeline::Run {
+        workers: Workers::new(2),
+        memory,
+        exits_after: false,
     }
 }
 
@@ -69,8 +88,10 @@ fn same_validation(path: &Path, what: &str) {
         ValidateFormat::Sarif,
     ] {
         let (mut held, mut dropped) = (Vec::new(), Vec::new());
-        let held_ok = validate_holding_trees(&paths, format, &mut held).map_err(|e| e.to_string());
-        let dropped_ok = validate(&paths, format, &mut dropped).map_err(|e| e.to_string());
+        let held_ok = pipeline::check(&on(Memory::Hold), &paths, format, &mut held)
+            .map_err(|e| e.to_string());
+        let dropped_ok = pipeline::check(&on(Memory::Evict), &paths, format, &mut dropped)
+            .map_err(|e| e.to_string());
         assert_eq!(dropped_ok, held_ok, "{what}: validate verdict ({format:?})");
         assert!(
             dropped == held,

@@ -8,6 +8,10 @@ use kubectl_nvcf_worker::manifest::{self, parse_stream, read};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // The parser catches libyaml-safer's panics; the fuzzer's hook must not abort
+    // on them (a face's one call, as the binary makes it).
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(kubectl_nvcf_worker::manifest::parse::quiet_parser_panics);
     if let Ok(docs) = parse_stream(data) {
         let out = manifest::to_yaml(&docs);
         // Known libyaml-safer 0.3 reader limit (docs/guarantees.md): a stream that
@@ -34,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     // byte spans (`Debug` shows them all).
     if let Ok(held) = read::load(input()) {
         let drop_all = |d: &mut manifest::Document| evict(d, &[], |_| Need::Later);
-        let dropped = read::load_with(input(), Some(&drop_all)).expect("read as before");
+        let dropped = read::load_with(input(), Some(&drop_all), Default::default()).expect("read as before");
         let batch = Batch::new(vec![dropped]);
         for again in batch.with_rereads(|r| r.collect::<Vec<_>>()) {
             let was = &held.docs[again.index];

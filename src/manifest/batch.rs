@@ -6,7 +6,8 @@
 
 use super::node::Node;
 use super::parse::{reread, Document, Edited, Frozen};
-use crate::report::{Location, ResourceRef};
+use super::place::{Location, ResourceRef};
+use crate::work::Workers;
 
 /// Annotations kpt and kustomize use to say which file an item came from.
 pub const PATH_ANNOTATIONS: [&str; 2] = [
@@ -51,6 +52,8 @@ pub struct Batch {
     /// Whether the batch is written as YAML from its documents' text: then an edit
     /// may write a document as soon as it is done with it (`freeze_object`).
     pub freeze: bool,
+    /// The run's worker pool (serial unless the caller gives one).
+    pub workers: Workers,
     /// Objects to add next to an object (before it when true), in order, applied
     /// by `commit_inserts`; as documents, which may already be written.
     inserts: Vec<(Addr, bool, Vec<Document>)>,
@@ -348,6 +351,7 @@ impl Batch {
         Batch {
             sources,
             freeze: false,
+            workers: Workers::serial(),
             inserts: Vec::new(),
             removals: Vec::new(),
         }
@@ -387,13 +391,6 @@ impl Batch {
             node = &mut list_items_mut(node)[i];
         }
         node
-    }
-
-    /// Queues objects to follow the object at `after` (in its `items`, or as new
-    /// documents after its document).
-    pub fn insert_after(&mut self, after: Addr, nodes: Vec<Node>) {
-        self.inserts
-            .push((after, false, nodes.into_iter().map(Document::new).collect()));
     }
 
     /// Queues objects to precede the object at `before` (in its `items`, or as new
@@ -449,8 +446,8 @@ impl Batch {
     }
 
     /// Runs `f` with the documents dropped to be read again (`Need::Later`), read
-    /// again in input order: on a thread of their own when there is a core to
-    /// spare, a few ahead of the one `f` works on, so that `f` rarely waits.
+    /// again in input order, a few ahead of the one `f` works on when the workers
+    /// have a second thread, so that `f` rarely waits.
     pub fn with_rereads<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = Document>) -> R) -> R {
         let dropped = || {
             self.sources
@@ -458,21 +455,11 @@ impl Batch {
                 .flat_map(|s| s.docs.iter())
                 .filter(|d| d.reread)
         };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cores < 2 || dropped().next().is_none() {
-            return f(&mut dropped().map(reread));
-        }
-        std::thread::scope(|s| {
-            let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
-            s.spawn(move || {
-                for d in dropped() {
-                    if tx.send(reread(d)).is_err() {
-                        break; // `f` is done
-                    }
-                }
-            });
-            f(&mut rx.into_iter())
-        })
+        let workers = match dropped().next() {
+            Some(_) => self.workers,
+            None => Workers::serial(),
+        };
+        workers.read_ahead(READ_AHEAD, dropped().map(reread), f)
     }
 
     /// Applies queued inserts; addresses taken before are invalid afterwards.
@@ -629,11 +616,12 @@ mod tests {
             for d in dropped.iter_mut().filter(|d| !d.is_empty()) {
                 evict(d, &[], |_| Need::Later);
             }
-            let batch = Batch::new(vec![Source {
+            let mut batch = Batch::new(vec![Source {
                 name: "s".into(),
                 kind: SourceKind::Stream,
                 docs: dropped,
             }]);
+            batch.workers = Workers::new(2); // read ahead on a thread of its own
             let again: Vec<Document> = batch.with_rereads(|r| r.collect());
             let names: Vec<&str> = again
                 .iter()

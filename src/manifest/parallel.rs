@@ -9,8 +9,7 @@
 //! whole stream. Any error re-parses the whole stream in one piece, so errors are
 //! exactly those of `parse_stream`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use crate::work::Workers;
 
 use super::parse::{frame_documents, parse_stream, shift_lines, Document, ParseError, YamlError};
 
@@ -60,9 +59,9 @@ fn next_marker(input: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// `parse_stream`, on every core for large input; the same result either way.
-pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> {
-    parse_stream_each(input, &|_| {})
+/// `parse_stream`, on the workers' threads for large input; the same result either way.
+pub fn parse_stream_parallel(input: &[u8], workers: Workers) -> Result<Vec<Document>, ParseError> {
+    parse_stream_each(input, &|_| {}, workers)
 }
 
 /// `parse_stream_parallel`, calling `each` on every document as soon as its chunk
@@ -71,6 +70,7 @@ pub fn parse_stream_parallel(input: &[u8]) -> Result<Vec<Document>, ParseError> 
 pub fn parse_stream_each(
     input: &[u8],
     each: &(dyn Fn(&mut Document) + Sync),
+    workers: Workers,
 ) -> Result<Vec<Document>, ParseError> {
     json_stream_problem(input)?;
     separator_problem(input)?;
@@ -80,8 +80,7 @@ pub fn parse_stream_each(
             docs
         })
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads < 2 || input.len() < 2 * CHUNK {
+    if workers.threads() < 2 || input.len() < 2 * CHUNK {
         return whole();
     }
     let starts = chunk_starts(input);
@@ -93,41 +92,23 @@ pub fn parse_stream_each(
         .enumerate()
         .map(|(i, &(start, lines))| (start, starts.get(i + 1).map_or(input.len(), |s| s.0), lines))
         .collect();
-    let results: Vec<Mutex<Option<Parsed>>> = bounds.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(bounds.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(start, end, lines)) = bounds.get(i) else {
-                    break;
-                };
-                let mut parsed = parse_stream(&input[start..end]);
-                if let Ok(docs) = &mut parsed {
-                    for d in docs.iter_mut() {
-                        if start > 0 {
-                            d.line += lines;
-                            d.body += start;
-                            shift_lines(&mut d.root, lines, start as u32);
-                            if let Some(r) = &mut d.resolved {
-                                shift_lines(r, lines, start as u32);
-                            }
-                        }
-                        each(d);
+    let results: Vec<Parsed> = workers.map(&bounds, |&(start, end, lines)| {
+        let mut parsed = parse_stream(&input[start..end]);
+        if let Ok(docs) = &mut parsed {
+            for d in docs.iter_mut() {
+                if start > 0 {
+                    d.line += lines;
+                    d.body += start;
+                    shift_lines(&mut d.root, lines, start as u32);
+                    if let Some(r) = &mut d.resolved {
+                        shift_lines(r, lines, start as u32);
                     }
                 }
-                *results[i].lock().expect("no poisoned chunk") = Some(parsed);
-            });
+                each(d);
+            }
         }
+        parsed
     });
-    let results: Vec<Parsed> = results
-        .into_iter()
-        .map(|slot| {
-            slot.into_inner()
-                .expect("no poisoned chunk")
-                .expect("every chunk parsed")
-        })
-        .collect();
     // Sized once: the documents of a large stream outlive the parse.
     let count = results.iter().map(|r| r.as_ref().map_or(0, Vec::len)).sum();
     let mut docs = Vec::with_capacity(count);
@@ -250,7 +231,7 @@ mod tests {
         let input = big_stream();
         assert!(input.len() > 4 * CHUNK);
         let one = parse_stream(input.as_bytes()).unwrap();
-        let many = parse_stream_parallel(input.as_bytes()).unwrap();
+        let many = parse_stream_parallel(input.as_bytes(), Workers::new(2)).unwrap();
         assert_eq!(one.len(), many.len());
         for (a, b) in one.iter().zip(&many) {
             assert_eq!((a.index, a.line), (b.index, b.line));
@@ -264,7 +245,7 @@ mod tests {
         let mut input = big_stream();
         input.push_str("---\na: 1\na: 2\n");
         assert_eq!(
-            parse_stream_parallel(input.as_bytes()).unwrap_err(),
+            parse_stream_parallel(input.as_bytes(), Workers::new(2)).unwrap_err(),
             parse_stream(input.as_bytes()).unwrap_err()
         );
     }

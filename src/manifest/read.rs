@@ -8,7 +8,46 @@ use std::path::{Path, PathBuf};
 use super::batch::{is_list, list_items, Source, SourceKind};
 use super::node::Node;
 use super::parse::Document;
-use crate::error::{Error, Result};
+use super::parse::YamlError;
+use crate::work::Workers;
+
+/// Why input could not be read as manifests. The crate's error converts from it;
+/// it lives here so that reading depends on nothing above `manifest`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{file}: document {doc}: {source}")]
+    Yaml {
+        file: String,
+        /// 1-based, as people count documents.
+        doc: usize,
+        #[source]
+        source: YamlError,
+    },
+    #[error("{file}: document {doc} (line {line}): {message}")]
+    Invalid {
+        file: String,
+        doc: usize,
+        line: u32,
+        message: String,
+    },
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ReadError {
+    pub fn io(file: impl Into<String>, source: std::io::Error) -> ReadError {
+        ReadError::Io {
+            file: file.into(),
+            source,
+        }
+    }
+}
+
+type Result<T, E = ReadError> = std::result::Result<T, E>;
 
 pub const STDIN: &str = "<stdin>";
 
@@ -35,7 +74,7 @@ pub fn expand(paths: &[String]) -> Result<Vec<Option<PathBuf>>> {
             continue;
         }
         let path = PathBuf::from(p);
-        let meta = std::fs::metadata(&path).map_err(|e| Error::io(p, e))?;
+        let meta = std::fs::metadata(&path).map_err(|e| ReadError::io(p, e))?;
         if meta.is_dir() {
             walk(&path, &mut files, &mut seen_dirs)?;
         } else {
@@ -52,7 +91,7 @@ pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
             let mut bytes = Vec::new();
             std::io::stdin()
                 .read_to_end(&mut bytes)
-                .map_err(|e| Error::io(STDIN, e))?;
+                .map_err(|e| ReadError::io(STDIN, e))?;
             Ok(Input {
                 name: STDIN.into(),
                 bytes,
@@ -60,19 +99,14 @@ pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
         }
         Some(path) => {
             let name = path.display().to_string();
-            let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+            let bytes = std::fs::read(&path).map_err(|e| ReadError::io(&name, e))?;
             Ok(Input { name, bytes })
         }
     }
 }
 
-/// Expands paths and reads every file.
-pub fn gather(paths: &[String]) -> Result<Vec<Input>> {
-    expand(paths)?.into_iter().map(read_input).collect()
-}
-
 fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf>) -> Result<()> {
-    let io = |p: &Path, e| Error::io(p.display().to_string(), e);
+    let io = |p: &Path, e| ReadError::io(p.display().to_string(), e);
     let real = std::fs::canonicalize(dir).map_err(|e| io(dir, e))?;
     if !seen.insert(real) {
         return Ok(()); // a symlink loop, or the same directory twice
@@ -265,27 +299,28 @@ struct Named {
 /// Parses one input into a stream source, checking every document (and every item
 /// of a List) is an object.
 pub fn load(input: Input) -> Result<Source> {
-    load_with(input, None)
+    load_with(input, None, Workers::serial())
 }
 
 /// What may drop a valid document's tree as soon as it is read (`batch::evict`).
 pub type Evict<'a> = &'a (dyn Fn(&mut Document) + Sync);
 
-/// `load`, handing every valid, non-empty document to `evict` on the thread that
-/// parsed it.
-pub fn load_with(input: Input, evict: Option<Evict>) -> Result<Source> {
+/// `load` on the workers' threads, handing every valid, non-empty document to
+/// `evict` on the thread that parsed it.
+pub fn load_with(input: Input, evict: Option<Evict>, workers: Workers) -> Result<Source> {
     let each = |d: &mut Document| {
         default_list_items(d, SourceKind::Stream);
         if let Some(evict) = evict.filter(|_| !d.is_empty() && doc_problem(d).is_none()) {
             evict(d);
         }
     };
-    let docs =
-        super::parallel::parse_stream_each(&input.bytes, &each).map_err(|e| Error::Yaml {
+    let docs = super::parallel::parse_stream_each(&input.bytes, &each, workers).map_err(|e| {
+        ReadError::Yaml {
             file: input.name.clone(),
             doc: e.index + 1,
             source: e.error,
-        })?;
+        }
+    })?;
     let mut docs = docs;
     let name = input.name;
     super::parse::attach_text(&mut docs, std::sync::Arc::new(input.bytes));
@@ -293,7 +328,7 @@ pub fn load_with(input: Input, evict: Option<Evict>) -> Result<Source> {
     // An evicted document had no problem.
     for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {
         if let Some((line, message)) = doc_problem(d) {
-            return Err(Error::Invalid {
+            return Err(ReadError::Invalid {
                 file: input.name.clone(),
                 doc: d.index + 1,
                 line,

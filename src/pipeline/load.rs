@@ -1,0 +1,252 @@
+//! The loader: files, directories, stdin and a ResourceList read into sources,
+//! with the memory strategy the processor chose (`Evict`: what it will not need is
+//! dropped as it is read). Knows how a package is laid out (kpt's local-config
+//! objects, kustomize's build files, unrendered templates), nothing of NVCF.
+
+use crate::error::{Error, Result};
+use crate::manifest::batch::{is_list, Source, SourceKind};
+use crate::manifest::read::{self, default_list_items, Evict, Input};
+use crate::manifest::{attach_text, parse_stream, Document, Node};
+use crate::work::Workers;
+
+/// kpt's mark for objects that configure tools and are never applied.
+pub const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
+
+fn is_local_config(doc: &Document) -> bool {
+    doc.view()
+        .path(&["metadata", "annotations", LOCAL_CONFIG])
+        .and_then(Node::as_str)
+        .is_some_and(|v| v == "true")
+}
+
+/// kustomize's own file names: a directory's build instructions, not objects.
+fn is_kustomization(path: &std::path::Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some("kustomization.yaml" | "kustomization.yml" | "Kustomization")
+    )
+}
+
+/// A package read to be edited, and how many files and objects were left out.
+pub struct Package {
+    pub sources: Vec<Source>,
+    pub left_out: usize,
+}
+
+/// Reads a package to edit. In a directory, as kpt reads a package, kustomization
+/// files and (with `leave_out_local`) objects marked
+/// `config.kubernetes.io/local-config: "true"` are left out (the output feeds
+/// `kubectl apply`); a file named on its own, or stdin, is taken whole. The first
+/// file that does not read or decode is the error.
+pub fn package(
+    paths: &[String],
+    leave_out_local: bool,
+    evict: Option<Evict>,
+    workers: Workers,
+) -> Result<Package> {
+    let mut sources = Vec::new();
+    let mut left_out = 0;
+    for p in paths {
+        let in_dir = p != "-" && std::path::Path::new(p).is_dir();
+        for file in read::expand(std::slice::from_ref(p))? {
+            if in_dir && file.as_deref().is_some_and(is_kustomization) {
+                left_out += 1;
+                continue;
+            }
+            let input = read::read_input(file)?;
+            let hint = looks_like_template(&input.bytes);
+            let mut source = read::load_with(input, evict, workers)
+                .map_err(|e| with_template_hint(e.into(), hint))?;
+            if in_dir && leave_out_local {
+                let before = source.docs.len();
+                source.docs.retain(|d| !is_local_config(d));
+                left_out += before - source.docs.len();
+            }
+            sources.push(source);
+        }
+    }
+    Ok(Package { sources, left_out })
+}
+
+/// Whether input that failed to decode is probably a Go template (a Helm chart's
+/// `templates/`): then the fix is to render it, not to edit it.
+fn looks_like_template(bytes: &[u8]) -> bool {
+    bytes.windows(2).any(|w| w == b"{{")
+}
+
+const TEMPLATE_HINT: &str = "this looks like an unrendered template ({{ ... }}): render it first (helm template CHART | kubectl nvcf-worker inject -f -), and check the rendered output";
+
+fn with_template_hint(e: Error, hint: bool) -> Error {
+    if !hint {
+        return e;
+    }
+    match e {
+        Error::Yaml { file, doc, source } => Error::Invalid {
+            file,
+            doc,
+            line: source.line(),
+            message: format!("{source}; {TEMPLATE_HINT}"),
+        },
+        Error::Invalid {
+            file,
+            doc,
+            line,
+            message,
+        } => Error::Invalid {
+            file,
+            doc,
+            line,
+            message: format!("{message}; {TEMPLATE_HINT}"),
+        },
+        e => e,
+    }
+}
+
+/// A file that does not decode, where: the checker reports it and goes on.
+#[derive(Debug)]
+pub struct Refusal {
+    pub file: String,
+    /// 0-based document index.
+    pub index: usize,
+    pub line: u32,
+    pub message: String,
+}
+
+/// One file read to be checked: its source, nothing for YAML that holds no
+/// Kubernetes object, or why it does not decode (boxed: the rare case).
+pub type Checked = std::result::Result<Option<Source>, Box<Refusal>>;
+
+/// Reads files to check, each on its own (a file that does not decode is a
+/// refusal, and the others are still read), `evict` called on each valid document
+/// as it is parsed. The work is split once: many files on the workers, or one
+/// file's chunks on them. Results are in input order; a file that cannot be read
+/// at all is the error (the first in order). Returns the results and how many
+/// files were named.
+pub fn files(
+    paths: &[String],
+    evict: Option<Evict>,
+    workers: Workers,
+) -> Result<(Vec<Checked>, usize)> {
+    let files = read::expand(paths)?;
+    let count = files.len();
+    let (outer, inner) = if count > 1 {
+        (workers, Workers::serial())
+    } else {
+        (Workers::serial(), workers)
+    };
+    let loaded = outer.map(&files, |f| {
+        read::read_input(f.clone()).map(|input| check_one(input, evict, inner))
+    });
+    let loaded = loaded
+        .into_iter()
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::from)?;
+    Ok((loaded, count))
+}
+
+fn check_one(input: Input, evict: Option<Evict>, workers: Workers) -> Checked {
+    let refusal = |line: u32, index: usize, message: String| {
+        let message = if looks_like_template(&input.bytes) {
+            format!("{message}; {TEMPLATE_HINT}")
+        } else {
+            message
+        };
+        Box::new(Refusal {
+            file: input.name.clone(),
+            index,
+            line,
+            message,
+        })
+    };
+    let each = |d: &mut Document| {
+        default_list_items(d, SourceKind::Stream);
+        if d.is_empty() || is_list(d.view()) || read::doc_problem(d).is_some() {
+            return;
+        }
+        if let Some(evict) = evict {
+            evict(d);
+        }
+    };
+    let docs = crate::manifest::parallel::parse_stream_each(&input.bytes, &each, workers)
+        .map_err(|e| refusal(e.error.line(), e.index, e.error.to_string()))?;
+    // A list needs no apiVersion of its own: kubectl applies its items.
+    let is_object =
+        |n: &Node| n.get("kind").is_some() && (n.get("apiVersion").is_some() || is_list(n));
+    if !docs.iter().any(|d| is_object(d.view())) {
+        return Ok(None);
+    }
+    // (A document dropped as read had no problem.)
+    for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {
+        // Reported at the document's line, wherever in it the problem is.
+        if let Some((_, problem)) = read::doc_problem(d) {
+            let line = d.line.max(d.view().line);
+            return Err(refusal(
+                line,
+                d.index,
+                format!("document {}: {problem}", d.index + 1),
+            ));
+        }
+    }
+    Ok(Some(Source {
+        name: input.name,
+        kind: SourceKind::Stream,
+        docs,
+    }))
+}
+
+/// The KRM function's input: one ResourceList, its text kept so that the answer
+/// is written as kpt wrote it. Input that is no ResourceList is the error.
+pub fn resource_list(input: &[u8]) -> Result<Document> {
+    let docs = parse_stream(input).map_err(|e| Error::Yaml {
+        file: read::STDIN.into(),
+        doc: e.index + 1,
+        source: e.error,
+    })?;
+    let mut docs = docs;
+    attach_text(&mut docs, std::sync::Arc::new(input.to_vec()));
+    let mut docs: Vec<Document> = docs.into_iter().filter(|d| !d.is_empty()).collect();
+    if docs.len() != 1 {
+        return Err(Error::Usage(format!(
+            "expected one ResourceList on stdin, found {} documents (kpt fn eval --exec, or a Kptfile pipeline, sends one)",
+            docs.len()
+        )));
+    }
+    let mut doc = docs.remove(0);
+    default_list_items(&mut doc, SourceKind::ResourceList);
+    let root = doc.view();
+    let bad = |message: String| Error::Invalid {
+        file: read::STDIN.into(),
+        doc: 1,
+        line: root.line,
+        message,
+    };
+    if root.str_at(&["kind"]) != Some("ResourceList") {
+        return Err(bad(format!(
+            "kind is {:?}, expected ResourceList",
+            root.str_at(&["kind"]).unwrap_or("")
+        )));
+    }
+    let api = root.str_at(&["apiVersion"]).unwrap_or("");
+    if !API_VERSIONS.contains(&api) {
+        return Err(bad(format!(
+            "apiVersion {api:?} is not one of {}",
+            API_VERSIONS.join(", ")
+        )));
+    }
+    if root.get("items").and_then(Node::items).is_none() {
+        return Err(bad("ResourceList has no items list".into()));
+    }
+    Ok(doc)
+}
+
+/// The ResourceList versions the function reads.
+pub const API_VERSIONS: [&str; 2] = ["config.kubernetes.io/v1", "config.kubernetes.io/v1beta1"];
+
+/// kustomize's legacy exec plugin's input: a plain YAML stream on stdin.
+pub fn stream(input: Vec<u8>, workers: Workers) -> Result<Source> {
+    let input = Input {
+        name: read::STDIN.into(),
+        bytes: input,
+    };
+    Ok(read::load_with(input, None, workers)?)
+}

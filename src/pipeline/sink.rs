@@ -1,0 +1,516 @@
+//! Sinks: where a processed batch goes. The stream in YAML (edits spliced into the
+//! text as read) or JSON, a unified diff, the files in place (all or none), the
+//! per-object report, the findings as text, JSON or SARIF, and a ResourceList with
+//! its `results`.
+
+use std::io::Write;
+
+use crate::error::{Error, Result};
+use crate::manifest::batch::Batch;
+use crate::manifest::{from_json, splice, to_json, Document, Node, YamlWriter};
+use crate::report::{self, Finding, ObjectReport, Severity, Status};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamFormat {
+    Yaml,
+    Json,
+}
+
+/// `validate`'s formats: the report's, and SARIF for code scanning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ValidateFormat {
+    Text,
+    Json,
+    /// SARIF 2.1.0, for code scanning (GitHub, GitLab, Azure DevOps).
+    Sarif,
+}
+
+pub(crate) fn write_err(e: std::io::Error) -> Error {
+    Error::io("<stdout>", e)
+}
+
+/// Every non-empty document of the batch as one YAML stream.
+pub fn render_stream(batch: &Batch) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_stream(batch, &mut out).expect("writing to memory cannot fail");
+    out
+}
+
+/// Documents per emitted chunk: large enough to amortise a thread hand-off, small
+/// enough that only a few chunks are ever held in memory.
+const DOCS_PER_CHUNK: usize = 256;
+
+fn emit_chunk(docs: &[&Document], last_chunk: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = YamlWriter::new(&mut out);
+    for doc in docs {
+        // Every document starts with `---`, so chunks emitted apart concatenate
+        // into the same stream one emitter would write...
+        w.node_document(&doc.root, true, doc.explicit_end);
+    }
+    w.finish();
+    crate::manifest::emit::markers_on_their_own_line(&mut out);
+    // ...except that libyaml ends a stream whose last scalar is open-ended (`|+`)
+    // with `...`, which one emitter writes only at the very end of the output.
+    if !last_chunk && docs.last().is_some_and(|d| !d.explicit_end) && out.ends_with(b"\n...\n") {
+        out.truncate(out.len() - 4);
+    }
+    out
+}
+
+/// Writes the batch as one YAML stream: each source's documents as read, with edits
+/// spliced in (see `manifest::splice`); sources one after the other, separated by
+/// `---` where the next one does not start with it.
+pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
+    if batch
+        .sources
+        .iter()
+        .all(|s| s.docs.iter().all(|d| d.text.is_none()))
+    {
+        return emit_stream(batch, out);
+    }
+    let mut ends_line = true;
+    let mut any = false;
+    for source in &batch.sources {
+        // Written a chunk at a time, so the output is never held whole; what goes
+        // between two sources is known once the second has a first byte.
+        let mut started = false;
+        let begin = |out: &mut dyn Write, any: bool, ends_line: bool| {
+            if any {
+                if !ends_line {
+                    out.write_all(b"\n")?;
+                }
+                if !splice::starts_explicitly(&source.docs) {
+                    out.write_all(b"---\n")?;
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        let mut bytes = Vec::new();
+        splice::write_docs_with(&source.docs, &mut bytes, &mut |buf| {
+            if buf.len() < SPILL {
+                return Ok(());
+            }
+            if !started {
+                begin(out, any, ends_line)?;
+                started = true;
+            }
+            // The last byte stays: the writer asks whether the output ends a line.
+            let keep = buf.len() - 1;
+            out.write_all(&buf[..keep])?;
+            buf.drain(..keep);
+            Ok(())
+        })?;
+        if bytes.is_empty() && !started {
+            continue;
+        }
+        if !started {
+            begin(out, any, ends_line)?;
+        }
+        out.write_all(&bytes)?;
+        ends_line = bytes.ends_with(b"\n");
+        any = true;
+    }
+    Ok(())
+}
+
+/// How much output `write_stream` gathers before writing it.
+const SPILL: usize = 1 << 20;
+
+/// One source's documents as its new file content.
+pub fn render_source(docs: &[Document]) -> Vec<u8> {
+    let mut out = Vec::new();
+    splice::write_docs(docs, &mut out);
+    out
+}
+
+/// Writes every non-empty document of a batch built in memory (no source text)
+/// anew. Large batches are emitted on the batch's workers, chunk by chunk, and
+/// written in order as chunks finish, so the output is never held whole in memory.
+fn emit_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
+    let docs: Vec<&Document> = batch
+        .sources
+        .iter()
+        .flat_map(|s| s.docs.iter().filter(|d| !d.is_empty()))
+        .collect();
+    let count = docs.len().div_ceil(DOCS_PER_CHUNK);
+    // (chunk, whether it is the last)
+    let chunks: Vec<(&[&Document], bool)> = docs
+        .chunks(DOCS_PER_CHUNK)
+        .enumerate()
+        .map(|(i, chunk)| (chunk, i + 1 == count))
+        .collect();
+    batch.workers.map_in_order(
+        &chunks,
+        |&(chunk, last)| emit_chunk(chunk, last),
+        |bytes| out.write_all(&bytes),
+    )
+}
+
+/// The objects as JSON, with kubectl's values: one object alone, several in a v1 List.
+pub fn render_json(batch: &Batch) -> Vec<u8> {
+    let mut objects: Vec<serde_json::Value> = Vec::new();
+    for source in &batch.sources {
+        for doc in source.docs.iter().filter(|d| !d.is_empty()) {
+            objects.push(to_json(doc.view()));
+        }
+    }
+    let value = if objects.len() == 1 {
+        objects.remove(0)
+    } else {
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects})
+    };
+    let mut out = serde_json::to_vec_pretty(&value).expect("JSON values serialize");
+    out.push(b'\n');
+    out
+}
+
+/// Where a transformed stream goes; shared by the commands that edit manifests.
+#[derive(clap::Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteArgs {
+    /// Rewrite the input files instead of printing them: all files or none (each is
+    /// written beside and renamed over, permissions kept); stdin cannot be rewritten.
+    #[arg(short = 'i', long = "in-place", conflicts_with = "diff")]
+    pub in_place: bool,
+    /// Print a unified diff of what would change instead of the stream.
+    #[arg(long)]
+    pub diff: bool,
+}
+
+impl WriteArgs {
+    /// Whether the output is the files themselves (all their documents kept).
+    pub fn to_files(&self) -> bool {
+        self.in_place || self.diff
+    }
+
+    /// Refuses combinations that cannot work, before anything is read.
+    pub fn check(&self, paths: &[String], format: StreamFormat) -> Result<()> {
+        if self.to_files() && format == StreamFormat::Json {
+            return Err(Error::Usage(
+                "-o json prints objects; --in-place and --diff keep the files as YAML: drop -o json".into(),
+            ));
+        }
+        if self.in_place && paths.iter().any(|p| p == "-") {
+            return Err(Error::Usage(
+                "--in-place rewrites files; stdin has none: name files or directories, or print the stream".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The bytes each source was read from, to compare the edited files with.
+pub fn originals(batch: &Batch) -> Vec<Option<std::sync::Arc<Vec<u8>>>> {
+    batch
+        .sources
+        .iter()
+        .map(|s| s.docs.iter().find_map(|d| d.text.clone()))
+        .collect()
+}
+
+/// Writes an edited batch where `write` says: the stream on stdout, a unified diff
+/// on stdout, or back into the files. `originals` are the sources' bytes as read
+/// (from `originals`, taken before editing). Returns how many files changed.
+pub fn write_edited(
+    batch: &Batch,
+    originals: &[Option<std::sync::Arc<Vec<u8>>>],
+    write: WriteArgs,
+    stdout: &mut dyn Write,
+) -> Result<usize> {
+    if !write.to_files() {
+        write_stream(batch, stdout).map_err(write_err)?;
+        return Ok(0);
+    }
+    let mut changed = Vec::new();
+    for (source, original) in batch.sources.iter().zip(originals) {
+        let Some(original) = original else { continue };
+        let bytes = render_source(&source.docs);
+        if bytes != **original {
+            changed.push((source.name.as_str(), original.as_slice(), bytes));
+        }
+    }
+    if write.diff {
+        for (name, old, new) in &changed {
+            let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+            let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+            let text = diff
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string();
+            stdout.write_all(text.as_bytes()).map_err(write_err)?;
+        }
+    } else {
+        let files: Vec<(&str, &[u8])> = changed.iter().map(|(n, _, b)| (*n, &b[..])).collect();
+        replace_files(&files)?;
+    }
+    Ok(changed.len())
+}
+
+/// Replaces every file or none: each new content is written to a temporary file
+/// beside its target (same directory, so the rename cannot cross file systems),
+/// with the target's permissions, and only when all are written are they renamed
+/// over their targets. On a failure before the renames, the temporary files are
+/// removed and no file has changed.
+pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
+    let mut temps: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
+    let cleanup = |temps: &[(std::path::PathBuf, std::path::PathBuf)]| {
+        for (temp, _) in temps {
+            let _ = std::fs::remove_file(temp);
+        }
+    };
+    for (name, bytes) in files {
+        match write_beside(name, bytes) {
+            Ok(pair) => temps.push(pair),
+            Err(e) => {
+                cleanup(&temps);
+                return Err(e);
+            }
+        }
+    }
+    for (i, (temp, target)) in temps.iter().enumerate() {
+        if let Err(e) = std::fs::rename(temp, target) {
+            cleanup(&temps[i..]);
+            let done: Vec<String> = files[..i].iter().map(|(n, _)| n.to_string()).collect();
+            let name = target.display().to_string();
+            return Err(if done.is_empty() {
+                Error::io(name, e)
+            } else {
+                Error::io(format!("{name} (already replaced: {})", done.join(", ")), e)
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a new temporary file beside `name`'s real file (a symlink is
+/// followed, so the link stays a link), returning (temporary, target).
+fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let io = |e| Error::io(name, e);
+    let target = std::fs::canonicalize(name).map_err(io)?;
+    let permissions = std::fs::metadata(&target).map_err(io)?.permissions();
+    let file_name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = target.with_file_name(format!(
+        ".{file_name}.nvcf-worker-{}.tmp",
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(permissions)?;
+        f.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok((temp, target)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(io(e))
+        }
+    }
+}
+
+/// The report on stderr: a line per workload (injected, unchanged, skipped and why)
+/// and per generated object, then one line counting everything else, so that the
+/// lines that matter are not lost among a line per ConfigMap.
+pub fn object_report(reports: &[ObjectReport], left_out: usize) -> String {
+    let mut out = String::new();
+    let (mut injected, mut unchanged, mut skipped, mut generated, mut others) = (0, 0, 0, 0, 0);
+    let (mut updated, mut uninjected, mut removed) = (0, 0, 0);
+    for r in reports {
+        let is_workload =
+            crate::workload::pod_spec_path(&r.resource.api_version, &r.resource.kind).is_some();
+        match r.status {
+            Status::Generated => generated += 1,
+            Status::Removed => removed += 1,
+            _ if !is_workload => {
+                others += 1;
+                continue;
+            }
+            Status::Injected => injected += 1,
+            Status::Updated(_) => updated += 1,
+            Status::Uninjected(_) => uninjected += 1,
+            Status::Unchanged(_) => unchanged += 1,
+            Status::Skipped(_) => skipped += 1,
+        }
+        out.push_str(&r.to_text());
+        out.push('\n');
+    }
+    let n = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    // `updated`, `uninjected` and `removed` only when they happened: the line of a
+    // first injection stays as it always was.
+    let some = |count: usize, what: &str| {
+        if count > 0 {
+            format!("{count} {what}, ")
+        } else {
+            String::new()
+        }
+    };
+    out.push_str(&format!(
+        "{}: {injected} injected, {}{}{unchanged} unchanged, {skipped} skipped; {} generated; {}{} passed through unchanged",
+        n(injected + updated + uninjected + unchanged + skipped, "workload", "workloads"),
+        some(updated, "updated"),
+        some(uninjected, "uninjected"),
+        n(generated, "object", "objects"),
+        if removed > 0 { format!("{} removed; ", n(removed, "object", "objects")) } else { String::new() },
+        n(others, "other object", "other objects"),
+    ));
+    if left_out > 0 {
+        out.push_str(&format!(
+            "; {} left out (kustomization or local-config)",
+            n(left_out, "file or object", "files or objects")
+        ));
+    }
+    out.push('\n');
+    if injected + updated > 0 {
+        out.push_str(REGISTRATION_NOTE);
+        out.push('\n');
+    }
+    out
+}
+
+/// Said once per run that gave a workload the identity: the token is only as good
+/// as the agent's registration of the pod (README, "When ICMS accepts the token").
+pub const REGISTRATION_NOTE: &str = "note: ICMS accepts a worker token only for pods the NVCF agent registers (pods it makes itself); see README, \"When ICMS accepts the token\"";
+
+/// The findings of a check of `files` files as `format` says, then flushed.
+pub fn findings(
+    findings: &[Finding],
+    files: usize,
+    format: ValidateFormat,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match format {
+        ValidateFormat::Text => {
+            for f in findings {
+                writeln!(out, "{}", f.to_text()).map_err(write_err)?;
+            }
+            writeln!(out, "{}", report::summary(findings, files)).map_err(write_err)?;
+        }
+        ValidateFormat::Json => {
+            let doc = serde_json::json!({
+                "apiVersion": "fn.nvcf.io/v1alpha1",
+                "kind": "ValidationReport",
+                "files": files,
+                "errors": findings.iter().filter(|f| f.severity == Severity::Error).count(),
+                "warnings": findings.iter().filter(|f| f.severity == Severity::Warning).count(),
+                "findings": findings,
+            });
+            serde_json::to_writer_pretty(&mut *out, &doc).map_err(|e| write_err(e.into()))?;
+            writeln!(out).map_err(write_err)?;
+        }
+        ValidateFormat::Sarif => {
+            let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
+            let mut lines: std::collections::HashMap<String, Option<String>> = Default::default();
+            let mut read_line = |file: &str, line: u32| {
+                let text = lines
+                    .entry(file.to_string())
+                    .or_insert_with(|| std::fs::read_to_string(file).ok());
+                text.as_deref()?
+                    .lines()
+                    .nth(line as usize - 1)
+                    .map(str::to_string)
+            };
+            let log = crate::sarif::log(findings, &cwd, &mut read_line);
+            serde_json::to_writer_pretty(&mut *out, &log).map_err(|e| write_err(e.into()))?;
+            writeln!(out).map_err(write_err)?;
+        }
+    }
+    out.flush().map_err(write_err)
+}
+
+/// The ResourceList `doc` with `findings` added to its `results`, as kpt wrote it
+/// with the edits spliced in: items change only where they are edited.
+pub fn resource_list(mut doc: Document, findings: &[Finding]) -> (Vec<u8>, Document) {
+    if !findings.is_empty() {
+        let json_style = doc.view().is_flow();
+        let results: Vec<Node> = findings
+            .iter()
+            .map(|f| {
+                let n = from_json(&f.to_krm_result());
+                if json_style {
+                    n.into_json_style()
+                } else {
+                    n
+                }
+            })
+            .collect();
+        // Adding `results` touches no item: keep the items as written (anchors and
+        // merge keys too) unless `results` itself is an alias that must be expanded.
+        let results_alias = doc
+            .root
+            .get("results")
+            .is_some_and(|r| matches!(r.value, crate::manifest::Value::Alias(_)));
+        let root = if results_alias {
+            doc.edit()
+        } else {
+            doc.edit_as_written()
+        };
+        let existing = root.get_or_insert("results", || Node::seq(vec![]));
+        if let Some(items) = existing.items_mut() {
+            items.extend(results);
+        }
+    }
+    let bytes = render_source(std::slice::from_ref(&doc));
+    (bytes, doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::batch::{Batch, Source, SourceKind};
+    use crate::manifest::parse_stream;
+
+    fn single_emitter(batch: &Batch) -> Vec<u8> {
+        let docs: Vec<_> = batch
+            .sources
+            .iter()
+            .flat_map(|s| s.docs.iter().filter(|d| !d.is_empty()))
+            .collect();
+        emit_chunk(&docs, true)
+    }
+
+    #[test]
+    fn chunked_emission_equals_one_emitter() {
+        // Open-ended scalars (`|+`, a plain multi-line root) make libyaml write `...`
+        // between documents: chunk seams must not change that.
+        let mut input = String::new();
+        for i in 0..(DOCS_PER_CHUNK * 3 + 7) {
+            match i % 3 {
+                0 => input.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata:\n  k: |+\n    kept\n\n")),
+                1 => input.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d{i}\ndata: {{a: \"0777\", b: yes}}\n...\n")),
+                _ => input.push_str(&format!("---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s{i}\nstringData:\n  x: >-\n    folded\n    text\n")),
+            }
+        }
+        let docs = parse_stream(input.as_bytes()).unwrap();
+        let mut batch = Batch::new(vec![Source {
+            name: "t".into(),
+            kind: SourceKind::Stream,
+            docs,
+        }]);
+        batch.workers = crate::work::Workers::new(2);
+        let (parallel, single) = (render_stream(&batch), single_emitter(&batch));
+        let first_difference = parallel
+            .iter()
+            .zip(&single)
+            .position(|(a, b)| a != b)
+            .unwrap_or(parallel.len().min(single.len()));
+        let around = |b: &[u8]| {
+            String::from_utf8_lossy(
+                &b[first_difference.saturating_sub(60)..(first_difference + 60).min(b.len())],
+            )
+            .into_owned()
+        };
+        assert!(
+            parallel == single,
+            "differ at byte {first_difference}: {:?} vs {:?}",
+            around(&parallel),
+            around(&single)
+        );
+    }
+}
