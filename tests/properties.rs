@@ -1250,8 +1250,27 @@ fn check_forged(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Where the property tests keep their failing seeds (committed, so that every run
+/// replays them first): proptest appends a `cc <seed>` line there on a failure and
+/// prints it ("Saving this and future failures in ...").
+const REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/proptest-regressions/properties.txt"
+);
+
+/// `cases` cases, failures persisted in [`REGRESSIONS`] and replayed first.
+fn persisted(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::Direct(REGRESSIONS),
+        )),
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(persisted(128))]
 
     #[test]
     fn clean_streams_inject_completely_idempotently_and_losslessly(spec in stream_spec(false)) {
@@ -1313,7 +1332,7 @@ fn check_uninject(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(persisted(64))]
 
     #[test]
     fn uninject_gives_back_what_inject_was_given(spec in stream_spec(false)) {
@@ -1323,7 +1342,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(persisted(24))]
 
     /// Through the binary: `-o yaml` and `-o json` carry the same values, and a
     /// second run changes nothing.
@@ -1406,4 +1425,61 @@ fn generated_streams_decode_as_kubectl_decodes_them() {
         "too few objects compared: {}",
         tally.objects
     );
+}
+
+/// The failing seed is kept and replayed: a property that fails on one value writes
+/// its seed to the regressions file (here a temporary one), and a second run tries
+/// that value first. And the committed file holds only seed lines and comments.
+#[test]
+fn a_failing_seed_is_kept_and_replayed_first() {
+    use proptest::test_runner::{FileFailurePersistence, TestError, TestRunner};
+    let dir = tempfile::tempdir().unwrap();
+    let file: &'static str = Box::leak(
+        dir.path()
+            .join("regressions.txt")
+            .display()
+            .to_string()
+            .into_boxed_str(),
+    );
+    let runner = || {
+        TestRunner::new(ProptestConfig {
+            cases: 256,
+            failure_persistence: Some(Box::new(FileFailurePersistence::Direct(file))),
+            ..ProptestConfig::default()
+        })
+    };
+    // Fails on a value the first case is unlikely to draw.
+    let fails = |v: u32| -> Result<(), TestCaseError> {
+        prop_assert!(v % 97 != 13);
+        Ok(())
+    };
+    let first = match runner().run(&(0u32..1_000_000), fails) {
+        Err(TestError::Fail(_, v)) => v,
+        other => panic!("the property must fail: {other:?}"),
+    };
+    let kept = std::fs::read_to_string(file).unwrap();
+    let seeds: Vec<&str> = kept.lines().filter(|l| l.starts_with("cc ")).collect();
+    assert_eq!(seeds.len(), 1, "{kept}");
+    assert!(seeds[0].contains(&format!("shrinks to {first}")), "{kept}");
+    let tried = std::cell::RefCell::new(Vec::new());
+    let again = runner().run(&(0u32..1_000_000), |v| {
+        tried.borrow_mut().push(v);
+        fails(v)
+    });
+    assert!(matches!(again, Err(TestError::Fail(..))));
+    assert_eq!(
+        tried.borrow()[0] % 97,
+        13,
+        "the kept seed is replayed first: {:?}",
+        &tried.borrow()[..tried.borrow().len().min(5)]
+    );
+
+    let committed = std::fs::read_to_string(REGRESSIONS)
+        .unwrap_or_else(|e| panic!("{REGRESSIONS}: {e} (it is committed)"));
+    for l in committed.lines() {
+        assert!(
+            l.is_empty() || l.starts_with('#') || l.starts_with("cc "),
+            "{REGRESSIONS}: not a seed line: {l}"
+        );
+    }
 }
