@@ -611,6 +611,10 @@ fn a_refusal_shape_leaves_out_documents_positions_and_names() {
         refusal_shape("document 1: \".inf\" (line 5) is not a finite number"),
         "\"…\" is not a finite number"
     );
+    assert_eq!(
+        refusal_shape("document 1: invalid YAML: 1e3 is a number to JSON (kubectl) and a string to YAML 1.1; write it as a plain decimal (line 14, column 1)"),
+        refusal_shape("document 2: invalid YAML: 1.5e+3 is a number to JSON (kubectl) and a string to YAML 1.1; write it as a plain decimal (line 1, column 9)"),
+    );
     assert_ne!(
         refusal_shape("document 1: duplicate key \"a\" (line 2; first at line 1)"),
         refusal_shape("document 1: key \"a\" (line 2) is set before a merge key")

@@ -129,8 +129,8 @@ fn pin_line(name: &str, bytes: &[u8], message: &str) -> String {
     format!("{input}\t{message}\t<why the tool refuses what kubectl takes>")
 }
 
-/// The kind of a refusal: its message without document numbers, line positions and
-/// quoted text (the keys and values it names).
+/// The kind of a refusal: its message without document numbers, line positions,
+/// quoted text (the keys and values it names) and the numbers it names.
 pub fn refusal_shape(message: &str) -> String {
     let mut out = String::new();
     let mut rest = message;
@@ -145,7 +145,22 @@ pub fn refusal_shape(message: &str) -> String {
             rest = &rest[c.len_utf8()..];
         }
     }
+    // A number it names (`1e3 is a number to JSON`, `deeper than 64`) is no kind.
+    let out: Vec<&str> = out
+        .split(' ')
+        .map(|w| {
+            if w.contains(|c: char| c.is_ascii_digit()) {
+                "#"
+            } else {
+                w
+            }
+        })
+        .collect();
+    let out = out.join(" ");
     let mut shape = out.as_str();
+    while let Some(after) = shape.strip_prefix("document # ") {
+        shape = after;
+    }
     while let Some(after) = shape.strip_prefix("document ") {
         let digits = after.chars().take_while(char::is_ascii_digit).count();
         match after[digits..].strip_prefix(": ") {
