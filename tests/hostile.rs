@@ -1312,18 +1312,15 @@ fn an_alias_key_whose_text_is_a_merge_key_stays_a_plain_key_after_an_edit() {
     let pod = "a: &m <<\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {nvcf.io/worker: \"true\"}\nspec:\n  containers: [{name: c, image: x}]\n  *m : {automountServiceAccountToken: true}\n";
     let r = run(INJECT, pod.as_bytes());
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let out = kubectl_nvcf_worker::manifest::read::decode_like_kubectl("out", &r.stdout).unwrap();
-    let pod = out.iter().find(|d| d.object["kind"] == "Pod").unwrap();
+    let out = objects(&r.stdout);
+    let pod = out.iter().find(|o| o["kind"] == "Pod").unwrap();
     assert_eq!(
-        pod.object["spec"]["automountServiceAccountToken"],
+        pod["spec"]["automountServiceAccountToken"],
         false,
         "{}",
         r.out()
     );
-    assert_eq!(
-        pod.object["spec"]["<<"]["automountServiceAccountToken"],
-        true
-    );
+    assert_eq!(pod["spec"]["<<"]["automountServiceAccountToken"], true);
 }
 
 /// The form kpt hands a function: it writes merge keys as `!!merge <<`.
