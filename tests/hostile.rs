@@ -739,6 +739,23 @@ fn yaml11_and_yaml12_ambiguous_scalars_keep_text_style_and_value() {
     assert!(flow_colons > 0);
     // The unselected ConfigMap comes out as it went in, value for value.
     assert_eq!(to_json(in_docs[0].view()), to_json(out_docs[0].view()));
+    // And kubectl reads the same values before and after, in the ConfigMap and
+    // where the Deployment carries them (the checks above are the crate's reading).
+    let (sent_before, sent) = (objects(input.as_bytes()), objects(&r.stdout));
+    assert_eq!(
+        sent[0], sent_before[0],
+        "kubectl sends the ConfigMap as before"
+    );
+    let spec = |o: &serde_json::Value| o["spec"]["template"]["spec"].clone();
+    assert_eq!(
+        spec(&sent[4])["x-corpus"],
+        spec(&sent_before[1])["x-corpus"]
+    );
+    assert_eq!(
+        spec(&sent[4])["containers"][0]["x-corpus"],
+        spec(&sent_before[1])["containers"][0]["x-corpus"]
+    );
+    assert_eq!(spec(&sent[4])["serviceAccountName"], "nvcf-worker-d");
 }
 
 // ---------------------------------------------------------------------------
