@@ -10,12 +10,9 @@ use kubectl_nvcf_worker::manifest::scalar::{resolve_plain, Resolved};
 use kubectl_nvcf_worker::manifest::{parse_stream, to_json, Document, Node, Style, Value};
 use serde_json::json;
 
-#[path = "support/oracle.rs"]
-mod oracle;
 #[allow(unused)]
 mod support;
-#[path = "support/tricks.rs"]
-mod tricks;
+use support::{oracle, tricks};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
 

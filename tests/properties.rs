@@ -7,10 +7,9 @@
 //! cases, one forged `nvcf-worker-*` reference somewhere. The stream is written as
 //! YAML text by this file (not by the tool), then read back through the library.
 
-#[path = "support/oracle.rs"]
-mod oracle;
 #[allow(unused)]
 mod support;
+use support::oracle;
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -205,11 +205,11 @@ pub fn objects(yaml: &str) -> Vec<Value> {
 /// [`objects`] of many streams, in one oracle process per release; an `Err` is
 /// kubectl's error for that stream.
 #[track_caller]
-pub fn kubectl_objects_of(streams: &[&[u8]]) -> Vec<Result<Vec<Value>, String>> {
+pub fn kubectl_objects_of(streams: &[&[u8]]) -> Vec<Reading> {
     let runs = kubectl_by_release(streams);
     (0..streams.len())
         .map(|i| {
-            let per: Vec<&Result<Vec<Value>, String>> = runs.iter().map(|(_, r)| &r[i]).collect();
+            let per: Vec<&Reading> = runs.iter().map(|(_, r)| &r[i]).collect();
             let agree = match (per[0], per[1]) {
                 (Ok(a), Ok(b)) => a == b,
                 (Err(_), Err(_)) => true,
@@ -229,9 +229,12 @@ pub fn kubectl_objects_of(streams: &[&[u8]]) -> Vec<Result<Vec<Value>, String>> 
         .collect()
 }
 
+/// What kubectl reads from one stream: its objects, or its error.
+pub type Reading = Result<Vec<Value>, String>;
+
 /// What each kubectl release of the oracle (`oracle-1.32`, `oracle-current`) reads
-/// from each stream: its objects, or its error.
-pub fn kubectl_by_release(streams: &[&[u8]]) -> Vec<(String, Vec<Result<Vec<Value>, String>>)> {
+/// from each stream.
+pub fn kubectl_by_release(streams: &[&[u8]]) -> Vec<(String, Vec<Reading>)> {
     let dir = tempfile::tempdir().expect("temp dir");
     for (i, bytes) in streams.iter().enumerate() {
         std::fs::write(dir.path().join(format!("f{i:06}.yaml")), bytes).unwrap();
