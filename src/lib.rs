@@ -40,7 +40,9 @@ mod layering {
                 continue;
             }
             let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-            let Some(rel) = rel.strip_suffix(".rs") else { continue };
+            let Some(rel) = rel.strip_suffix(".rs") else {
+                continue;
+            };
             let top = rel.split('/').next().unwrap().to_string();
             if ["lib", "main", "bin"].contains(&top.as_str()) {
                 continue;
@@ -78,7 +80,10 @@ mod layering {
             seen
         };
         let loops: Vec<&String> = g.keys().filter(|m| reach(m).contains(*m)).collect();
-        assert!(loops.is_empty(), "modules on an import loop: {loops:?}\n{g:#?}");
+        assert!(
+            loops.is_empty(),
+            "modules on an import loop: {loops:?}\n{g:#?}"
+        );
     }
 
     #[test]
@@ -91,12 +96,18 @@ mod layering {
         );
         assert!(g["work"].is_empty(), "{:?}", g["work"]);
         // The loader, on its own file.
-        let load = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/pipeline/load.rs"
-        ))
-        .unwrap();
-        for nvcf in ["identity", "rules", "recognize", "guard", "inject", "report", "config"] {
+        let load =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/pipeline/load.rs"))
+                .unwrap();
+        for nvcf in [
+            "identity",
+            "rules",
+            "recognize",
+            "guard",
+            "inject",
+            "report",
+            "config",
+        ] {
             assert!(
                 !load.contains(&format!("crate::{nvcf}")),
                 "the loader imports crate::{nvcf}"

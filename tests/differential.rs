@@ -7,7 +7,9 @@
 //! kubectl reports an error the tool must refuse the input (NVW001). The tool may also
 //! refuse, deliberately, input kubectl would take in a way that hides a value
 //! (duplicate keys, a key set both before and by a merge key), never accept it
-//! differently. There is no skip: without the oracle the test fails.
+//! differently; each such input is pinned, with its refusal and a reason, in
+//! `tests/fixtures/differential/stricter.txt`. There is no skip: without the oracle
+//! the test fails.
 
 #[path = "support/oracle.rs"]
 mod oracle;
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use kubectl_nvcf_worker::manifest::read::decode_like_kubectl;
-use oracle::{compare, manifest_files, oracles, report, Tally};
+use oracle::{compare, manifest_files, oracles, report, report_as, Judge, PinInput, Tally};
 use serde_json::Value;
 
 /// Each class of divergence found (and fixed) by this test, as a small input.
@@ -279,7 +281,58 @@ fn mutated_inputs_decode_as_kubectl_decodes_them_bounded_fuzz() {
     }
     eprintln!("differential fuzz: seed {seed}, {executions} mutated inputs in {round} rounds of 400, {:?}", start.elapsed());
     tally.divergences.truncate(5);
-    report("fuzz", &tally);
+    report_as("fuzz", &tally, Judge::Shape);
+}
+
+/// Every pin of `tests/fixtures/differential/stricter.txt` still holds: its input is
+/// taken by every kubectl release and refused by the tool as pinned (so a pin whose
+/// input no test feeds any more is checked too), and no two pins name one input.
+#[test]
+fn every_stricter_pin_still_holds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pins = oracle::pins();
+    assert!(!pins.is_empty(), "{}", oracle::PINS);
+    let inputs: Vec<(String, Vec<u8>)> = pins
+        .iter()
+        .map(|p| match &p.input {
+            PinInput::File(rel) => {
+                let path = root.join(rel);
+                let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+                    panic!("{}:{}: {}: {e}", oracle::PINS, p.line, path.display())
+                });
+                (path.display().to_string(), bytes)
+            }
+            PinInput::Class(c) => {
+                let (_, text) = CLASSES
+                    .iter()
+                    .find(|(n, _)| n == c)
+                    .unwrap_or_else(|| panic!("{}:{}: no class {c:?}", oracle::PINS, p.line));
+                (format!("class: {c}"), text.as_bytes().to_vec())
+            }
+            PinInput::Bytes(b) => (format!("pin at line {}", p.line), b.clone()),
+        })
+        .collect();
+    for (i, p) in pins.iter().enumerate() {
+        let same: Vec<usize> = pins[..i]
+            .iter()
+            .filter(|q| q.names(&inputs[i].0, &inputs[i].1))
+            .map(|q| q.line)
+            .collect();
+        assert!(
+            same.is_empty(),
+            "{}:{}: the input of the pin(s) at {same:?} again",
+            oracle::PINS,
+            p.line
+        );
+    }
+    let mut tally = Tally::default();
+    compare(&oracles(), &inputs, &mut tally);
+    assert_eq!(
+        tally.stricter_inputs.len(),
+        pins.len(),
+        "every pinned input is refused only by the tool"
+    );
+    report("stricter pins", &tally);
 }
 
 /// A no-op exec function that keeps what kpt hands it.
@@ -536,4 +589,34 @@ fn pkg_originals(inputs: &[(String, Vec<u8>)], names: &[String], tmp: &Path) -> 
         std::fs::write(dir.join(name), bytes).unwrap();
     }
     dir
+}
+
+/// The kind of a refusal, as the fuzz matches it against the pins.
+#[test]
+fn a_refusal_shape_leaves_out_documents_positions_and_names() {
+    use oracle::refusal_shape;
+    assert_eq!(
+        refusal_shape("document 2 (line 7): missing apiVersion"),
+        "missing apiVersion"
+    );
+    assert_eq!(
+        refusal_shape(
+            "document 1: duplicate key \"selector\" (line 12; first at line 6); kubectl's strict decoding rejects it"
+        ),
+        refusal_shape(
+            "document 3: duplicate key \"<<\" (line 7; first at line 6); kubectl's strict decoding rejects it"
+        )
+    );
+    assert_eq!(
+        refusal_shape("document 1: \".inf\" (line 5) is not a finite number"),
+        "\"…\" is not a finite number"
+    );
+    assert_eq!(
+        refusal_shape("document 1: invalid YAML: 1e3 is a number to JSON (kubectl) and a string to YAML 1.1; write it as a plain decimal (line 14, column 1)"),
+        refusal_shape("document 2: invalid YAML: 1.5e+3 is a number to JSON (kubectl) and a string to YAML 1.1; write it as a plain decimal (line 1, column 9)"),
+    );
+    assert_ne!(
+        refusal_shape("document 1: duplicate key \"a\" (line 2; first at line 1)"),
+        refusal_shape("document 1: key \"a\" (line 2) is set before a merge key")
+    );
 }

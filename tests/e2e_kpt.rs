@@ -112,10 +112,9 @@ fn ok(o: &Output) {
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
 }
 
-fn docs(yaml: &str) -> Vec<serde_yaml::Value> {
-    serde_yaml::Deserializer::from_str(yaml)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect()
+/// What kubectl sends for a file kpt wrote (kubectl's own decoder, the oracle).
+fn docs(yaml: &str) -> Vec<serde_json::Value> {
+    support::objects(yaml)
 }
 
 /// The package holds the injected Deployment with its trio in deploy.yaml, comments

@@ -578,45 +578,66 @@ fn in_place_changes_no_file_when_one_is_forged() {
     .code(2);
 }
 
+/// A write that fails for root too: the file size limit (RLIMIT_FSIZE, `ulimit -f`)
+/// binds every user, and with SIGXFSZ ignored a write past it fails with EFBIG. The
+/// first file's new text fits under the limit, the second's does not, so the failure
+/// comes after a temporary file was written: nothing may be replaced, nothing left.
 #[test]
 fn in_place_leaves_no_temporary_file_when_a_write_fails() {
-    use std::os::unix::fs::PermissionsExt;
-    if nix_is_root() {
-        // Root writes into a read-only directory anyway; the failure of a later
-        // file is covered by `replace_files_is_all_or_nothing`.
-        return;
-    }
-    let dir = tree(&[("a.yaml", SELECTED)]);
-    let ro = tree(&[("b.yaml", &SELECTED.replace("name: p", "name: r"))]);
-    std::fs::set_permissions(ro.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
-    let out = run(
-        &[
-            "inject",
-            "--cluster-id",
-            "c",
-            "-i",
-            "-f",
-            &path_str(dir.path()),
-            "-f",
-            &path_str(ro.path()),
-        ],
-        "",
+    let small = SELECTED;
+    // A comment the rewrite keeps makes the second file's new text far larger than
+    // the limit below (64 blocks: 32 KiB for sh, 64 KiB for bash).
+    let big = format!(
+        "# {}\n{}",
+        "x".repeat(512 * 1024),
+        SELECTED.replace("name: p", "name: r")
     );
-    std::fs::set_permissions(ro.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert_eq!(out.code, 2, "{out}");
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("a.yaml")).unwrap(),
-        SELECTED
-    );
-    assert_eq!(listing(dir.path()).len(), 1, "no temporary file left");
-}
-
-fn nix_is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
+    let dir = tree(&[("a.yaml", small)]);
+    let other = tree(&[("b.yaml", &big)]);
+    let (a_dir, b_dir) = (path_str(dir.path()), path_str(other.path()));
+    let before = (listing(dir.path()), listing(other.path()));
+    let args = [
+        "inject",
+        "--cluster-id",
+        "c",
+        "-i",
+        "-f",
+        a_dir.as_str(),
+        "-f",
+        b_dir.as_str(),
+    ];
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f 64 && exec "$0" "$@""#)
+        .arg(support::BIN)
+        .args(args)
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+        .expect("run sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Output that cannot be written is a problem of the run, not of its usage.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let b = path_str(&other.path().join("b.yaml"));
+    assert!(
+        stderr.contains(&b) && stderr.contains("too large"),
+        "the error names the file that could not be written and why: {stderr}"
+    );
+    assert_eq!(
+        (listing(dir.path()), listing(other.path())),
+        before,
+        "all or nothing: no file replaced, no temporary file left"
+    );
+    // The same run without the limit rewrites both: the failure above was the
+    // limit's, on files that had something to write.
+    run(&args, "").ok();
+    let after = (listing(dir.path()), listing(other.path()));
+    assert_eq!(after.0.len(), 1);
+    assert_eq!(after.1.len(), 1);
+    assert_ne!(after.0[0].1, small);
+    assert_ne!(after.1[0].1, big);
+    assert!(
+        after.1[0].1.starts_with(&big[..1000]),
+        "the comment is kept"
+    );
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! `diff.patch` (`git diff` of the package after the function, as the kpt
 //! functions catalog records it) and, when present, `results.yaml`.
 //!
-//! `UPDATE_EXPECTED=1 cargo test --test examples` rewrites the expected files.
+//! `UPDATE_EXPECTED=1 cargo test --test examples` rewrites the expected files that
+//! differ and then fails the test that wrote them ("golden updated: rerun without
+//! UPDATE_EXPECTED"), as kpt-functions-sdk does: a run that rewrote its own
+//! expectations proves nothing, so it never passes.
 
 mod support;
 
@@ -31,19 +34,75 @@ fn updating() -> bool {
     std::env::var_os("UPDATE_EXPECTED").is_some_and(|v| v == "1")
 }
 
-/// Compares `actual` with `.expected/<file>`, or rewrites it under UPDATE_EXPECTED=1.
-fn check_expected(name: &str, file: &str, actual: &str) {
-    let path = example_dir(name).join(".expected").join(file);
-    if updating() {
-        fs::write(&path, actual).unwrap();
-        return;
+/// The expected files of one test: each is compared (or, updating, rewritten when
+/// it differs), and [`Golden::finish`] fails the test when any was rewritten.
+struct Golden {
+    update: bool,
+    updated: Vec<PathBuf>,
+}
+
+impl Golden {
+    fn new() -> Golden {
+        Golden::with(updating())
     }
-    let expected = fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_EXPECTED=1 writes it)", path.display()));
-    assert!(
-        expected == actual,
-        "{name}: .expected/{file} differs from the actual output\n--- expected\n{expected}\n--- actual\n{actual}"
-    );
+
+    fn with(update: bool) -> Golden {
+        Golden {
+            update,
+            updated: Vec::new(),
+        }
+    }
+
+    /// Compares `actual` with `.expected/<file>` of example `name`.
+    fn check(&mut self, name: &str, file: &str, actual: &str) {
+        let path = example_dir(name).join(".expected").join(file);
+        if let Err(e) = self.check_path(&path, actual) {
+            panic!("{name}: {e}");
+        }
+    }
+
+    /// Compares `actual` with the file at `path`; updating, rewrites a file that
+    /// differs (or is missing) and records it, so that `finish` fails.
+    fn check_path(&mut self, path: &Path, actual: &str) -> Result<(), String> {
+        let expected = fs::read_to_string(path);
+        if expected.as_deref().ok() == Some(actual) {
+            return Ok(());
+        }
+        if self.update {
+            fs::write(path, actual).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            self.updated.push(path.to_path_buf());
+            return Ok(());
+        }
+        Err(match expected {
+            Err(e) => format!("{}: {e} (UPDATE_EXPECTED=1 writes it)", path.display()),
+            Ok(expected) => format!(
+                "{} differs from the actual output\n--- expected\n{expected}\n--- actual\n{actual}",
+                path.display()
+            ),
+        })
+    }
+
+    /// Fails when an expected file was rewritten by this test.
+    fn result(&self) -> Result<(), String> {
+        if self.updated.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "golden updated: rerun without UPDATE_EXPECTED ({})",
+            self.updated
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
+    #[track_caller]
+    fn finish(self) {
+        if let Err(e) = self.result() {
+            panic!("{e}");
+        }
+    }
 }
 
 struct TestCase {
@@ -179,9 +238,10 @@ fn run_example(name: &str) -> tempfile::TempDir {
             "--no-renames",
         ],
     );
-    check_expected(name, "diff.patch", &diff);
+    let mut golden = Golden::new();
+    golden.check(name, "diff.patch", &diff);
     if example_dir(name).join(".expected/results.yaml").exists() || case.exit_code != 0 {
-        check_expected(name, "results.yaml", &results);
+        golden.check(name, "results.yaml", &results);
     }
     git(&pkg, &["commit", "-q", "--allow-empty", "-m", "first run"]);
 
@@ -193,6 +253,7 @@ fn run_example(name: &str) -> tempfile::TempDir {
         changed, "",
         "{name}: second run changed the package (not idempotent)"
     );
+    golden.finish();
     tmp
 }
 
@@ -267,7 +328,9 @@ fn kustomize_overlay() {
             .unwrap(),
         "kubectl kustomize",
     );
-    check_expected("kustomize-overlay", "kustomize.yaml", &rendered);
+    let mut golden = Golden::new();
+    golden.check("kustomize-overlay", "kustomize.yaml", &rendered);
+    golden.finish();
     assert!(rendered.contains("audience: nvcf-icms:staging-1"));
     assert!(rendered.contains("namespace: nvcf-staging"));
 
@@ -315,4 +378,44 @@ fn every_example_is_a_tested_package_with_a_readme() {
             args.join(" ")
         );
     }
+}
+
+/// Updating never passes: a rewritten expected file fails the test that wrote it,
+/// an unchanged one does not, and without updating a difference fails unwritten.
+#[test]
+fn updating_an_expected_file_fails_the_test_that_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("diff.patch");
+    fs::write(&path, "old\n").unwrap();
+
+    let mut compare = Golden::with(false);
+    let err = compare.check_path(&path, "new\n").unwrap_err();
+    assert!(err.contains("--- expected\nold\n"), "{err}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), "old\n", "not written");
+    assert!(compare.result().is_ok());
+
+    let mut update = Golden::with(true);
+    update.check_path(&path, "new\n").unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "new\n", "written");
+    let missing = dir.path().join("results.yaml");
+    update.check_path(&missing, "r\n").unwrap();
+    assert_eq!(fs::read_to_string(&missing).unwrap(), "r\n");
+    let err = update.result().unwrap_err();
+    assert!(
+        err.starts_with("golden updated: rerun without UPDATE_EXPECTED")
+            && err.contains("diff.patch")
+            && err.contains("results.yaml"),
+        "{err}"
+    );
+
+    let mut again = Golden::with(true);
+    again.check_path(&path, "new\n").unwrap();
+    assert!(
+        again.result().is_ok(),
+        "nothing to rewrite: nothing updated"
+    );
+    let err = Golden::with(false)
+        .check_path(&dir.path().join("none"), "x")
+        .unwrap_err();
+    assert!(err.contains("UPDATE_EXPECTED=1 writes it"), "{err}");
 }

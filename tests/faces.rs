@@ -284,8 +284,7 @@ fn decoded(cases: &[Case]) -> Vec<Result<Vec<Value>, String>> {
         .collect()
 }
 
-#[path = "support/oracle.rs"]
-mod support_oracle;
+use support::oracle as support_oracle;
 
 const CLUSTER_SCOPED: [&str; 3] = ["ClusterRole", "ClusterRoleBinding", "Namespace"];
 

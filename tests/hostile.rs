@@ -10,10 +10,9 @@ use kubectl_nvcf_worker::manifest::scalar::{resolve_plain, Resolved};
 use kubectl_nvcf_worker::manifest::{parse_stream, to_json, Document, Node, Style, Value};
 use serde_json::json;
 
-#[path = "support/oracle.rs"]
-mod oracle;
-#[path = "support/tricks.rs"]
-mod tricks;
+#[allow(unused)]
+mod support;
+use support::{oracle, tricks};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
 
@@ -364,13 +363,56 @@ fn cm_json() -> serde_json::Value {
            "data": {"script": "line1\nline2\n", "flow": {"a": 1, "b": ["x", true]}, "quoted": "q\tq"}})
 }
 
-fn objects(yaml: &[u8]) -> Vec<serde_json::Value> {
+/// Structural only: the documents of an output as written (a List stays one
+/// document, a ResourceList itself), by the crate's own parser.
+fn docs(yaml: &[u8]) -> Vec<serde_json::Value> {
     parse_stream(yaml)
         .expect("output parses")
         .iter()
         .filter(|d| !d.is_empty())
         .map(|d| to_json(d.view()))
         .collect()
+}
+
+/// The objects kubectl sends for the output of `input`, by kubectl's own decoder:
+/// every release of the oracle that takes the input takes the output, and those
+/// that do agree (a release may refuse an input the tool takes, as kubectl 1.32
+/// refuses a stream that starts with `{` and is not JSON to its end).
+#[track_caller]
+fn objects_of_output(input: &[u8], output: &[u8]) -> Vec<serde_json::Value> {
+    let read = support::kubectl_by_release(&[input, output]);
+    let mut agreed: Option<Vec<serde_json::Value>> = None;
+    for (release, per) in &read {
+        if per[0].is_err() {
+            continue;
+        }
+        let got = per[1].as_ref().unwrap_or_else(|e| {
+            panic!(
+                "{release} takes the input but not the output: {e}\n{}",
+                String::from_utf8_lossy(output)
+            )
+        });
+        if let Some(a) = &agreed {
+            assert_eq!(a, got, "kubectl releases read the output differently");
+        }
+        agreed = Some(got.clone());
+    }
+    agreed.unwrap_or_else(|| panic!("no kubectl release takes the input: {read:?}"))
+}
+
+/// The objects kubectl sends for an output, by kubectl's own decoder (both
+/// releases of the oracle, which must agree).
+#[track_caller]
+fn objects(yaml: &[u8]) -> Vec<serde_json::Value> {
+    support::kubectl_objects_of(&[yaml])
+        .pop()
+        .unwrap()
+        .unwrap_or_else(|e| {
+            panic!(
+                "kubectl does not decode the output: {e}\n{}",
+                String::from_utf8_lossy(yaml)
+            )
+        })
 }
 
 /// Each variant holds the ConfigMap and the selected Pod; inject must read both,
@@ -400,7 +442,7 @@ fn bom_crlf_tabs_empty_documents_and_document_ends_are_read_like_kubectl() {
         let r = run(INJECT, input.as_bytes());
         r.assert_clean();
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
-        let objs = objects(&r.stdout);
+        let objs = objects_of_output(input.as_bytes(), &r.stdout);
         assert_eq!(
             objs.len(),
             5,
@@ -694,6 +736,23 @@ fn yaml11_and_yaml12_ambiguous_scalars_keep_text_style_and_value() {
     assert!(flow_colons > 0);
     // The unselected ConfigMap comes out as it went in, value for value.
     assert_eq!(to_json(in_docs[0].view()), to_json(out_docs[0].view()));
+    // And kubectl reads the same values before and after, in the ConfigMap and
+    // where the Deployment carries them (the checks above are the crate's reading).
+    let (sent_before, sent) = (objects(input.as_bytes()), objects(&r.stdout));
+    assert_eq!(
+        sent[0], sent_before[0],
+        "kubectl sends the ConfigMap as before"
+    );
+    let spec = |o: &serde_json::Value| o["spec"]["template"]["spec"].clone();
+    assert_eq!(
+        spec(&sent[4])["x-corpus"],
+        spec(&sent_before[1])["x-corpus"]
+    );
+    assert_eq!(
+        spec(&sent[4])["containers"][0]["x-corpus"],
+        spec(&sent_before[1])["containers"][0]["x-corpus"]
+    );
+    assert_eq!(spec(&sent[4])["serviceAccountName"], "nvcf-worker-d");
 }
 
 // ---------------------------------------------------------------------------
@@ -799,11 +858,26 @@ fn injecting_one_object_never_changes_another_that_shared_its_node_in_a_list() {
     let r = run(INJECT, SHARED_LIST.as_bytes());
     r.assert_clean();
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let out = objects(&r.stdout);
+    let out = docs(&r.stdout);
     assert_eq!(out.len(), 1, "still one List");
     let items = out[0]["items"].as_array().unwrap();
     assert_eq!(items.len(), 5 + 6);
     check_shared_anchor_output(items, &unselected_values(SHARED_LIST, &["items"]));
+    // What kubectl sends: the List's items, and the objects no one selected as kubectl
+    // reads them in the input.
+    let sent = objects(&r.stdout);
+    assert_eq!(&sent, items, "kubectl sends the List's items");
+    let unselected = |objs: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+        objs.into_iter()
+            .filter(|o| {
+                !o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("selected")
+            })
+            .collect()
+    };
+    check_shared_anchor_output(&sent, &unselected(objects(SHARED_LIST.as_bytes())));
     // The output is stable: a second run changes nothing.
     let again = run(INJECT, &r.stdout);
     assert_eq!(again.code, 0, "{}", again.stderr);
@@ -823,7 +897,8 @@ fn injecting_one_object_never_changes_another_that_shared_its_node_in_a_resource
     let r = run(KRM, rl.as_bytes());
     r.assert_clean();
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.out());
-    let out = objects(&r.stdout);
+    // Structural: a ResourceList is kpt's (kubectl would flatten its items).
+    let out = docs(&r.stdout);
     let items = out[0]["items"].as_array().unwrap();
     assert_eq!(items.len(), 5 + 6);
     check_shared_anchor_output(items, &unselected_values(&rl, &["items"]));
@@ -1251,18 +1326,15 @@ fn an_alias_key_whose_text_is_a_merge_key_stays_a_plain_key_after_an_edit() {
     let pod = "a: &m <<\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {nvcf.io/worker: \"true\"}\nspec:\n  containers: [{name: c, image: x}]\n  *m : {automountServiceAccountToken: true}\n";
     let r = run(INJECT, pod.as_bytes());
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let out = kubectl_nvcf_worker::manifest::read::decode_like_kubectl("out", &r.stdout).unwrap();
-    let pod = out.iter().find(|d| d.object["kind"] == "Pod").unwrap();
+    let out = objects(&r.stdout);
+    let pod = out.iter().find(|o| o["kind"] == "Pod").unwrap();
     assert_eq!(
-        pod.object["spec"]["automountServiceAccountToken"],
+        pod["spec"]["automountServiceAccountToken"],
         false,
         "{}",
         r.out()
     );
-    assert_eq!(
-        pod.object["spec"]["<<"]["automountServiceAccountToken"],
-        true
-    );
+    assert_eq!(pod["spec"]["<<"]["automountServiceAccountToken"], true);
 }
 
 /// The form kpt hands a function: it writes merge keys as `!!merge <<`.

@@ -47,7 +47,7 @@ fn default_selector_uses_workload_or_pod_template_labels() {
     for s in [plain, other] {
         let out = inject(&s, &[]);
         out.ok();
-        assert_eq!(docs(&out.stdout), docs(&s), "{out}");
+        assert_eq!(objects(&out.stdout), objects(&s), "{out}");
         assert!(out.stderr.contains("skipped: not selected"), "{out}");
     }
 }
@@ -63,6 +63,7 @@ fn v1_list_items_are_injected_in_place() {
     );
     let out = inject(&list, &[]);
     out.ok();
+    // Structural: the List stays one document in the text (kubectl flattens it).
     let d = docs(&out.stdout);
     assert_eq!(d.len(), 1, "the List stays one document\n{out}");
     assert_eq!(d[0]["kind"], "List");
@@ -78,6 +79,7 @@ fn v1_list_items_are_injected_in_place() {
         ]
     );
     assert_contract(&its, "Deployment", "web", "ns", &["app"]);
+    assert_eq!(objects(&out.stdout), its, "kubectl sends the List's items");
     // The same List as one ResourceList item-free stream document through `-o json`.
     let j = inject(&list, &["-o", "json"]);
     j.ok();
@@ -450,7 +452,7 @@ fn token_source_other_than_psat_injects_nothing_with_an_info() {
     let stream = workload("Deployment", "web", "ns", true, SIMPLE_POD);
     let out = inject(&stream, &["--token-source", "spire"]);
     out.ok();
-    assert_eq!(docs(&out.stdout), docs(&stream), "{out}");
+    assert_eq!(objects(&out.stdout), objects(&stream), "{out}");
     assert!(out.stderr.contains("info"), "{out}");
     assert!(out.stderr.contains("spire"), "{out}");
     for cfg in [
@@ -713,7 +715,24 @@ fn json_input_gives_json_compatible_output() {
         );
     }
     assert_eq!(parsed.len(), 5);
-    assert_eq!(parsed, objects(&out.stdout), "JSON and YAML readings agree");
+    // What kubectl reads of it. The current release reads the documents as written;
+    // kubectl 1.32 refuses the stream: its decoder reads a stream that starts with
+    // `{` as JSON to the end, and a `---` line is no JSON. Found by decoding the output
+    // with kubectl's own decoder rather than the crate's parser (issue 22); pinned
+    // here, so that the test fails once the output is fixed and this is left over.
+    let read = kubectl_by_release(&[out.stdout.as_bytes()]);
+    for (release, per) in &read {
+        match release.as_str() {
+            "oracle-1.32" => assert!(
+                per[0]
+                    .as_ref()
+                    .is_err_and(|e| e.contains("invalid character '-' in numeric literal")),
+                "kubectl 1.32 reads the JSON output now ({:?}): drop this pin and compare with objects()",
+                per[0]
+            ),
+            _ => assert_eq!(per[0], Ok(parsed.clone()), "{release}: JSON and kubectl's readings agree"),
+        }
+    }
     assert_contract(&parsed, "Pod", "jp", "ns", &["a"]);
     assert_eq!(parsed[4], serde_json::from_str::<Value>(svc).unwrap());
     assert!(out.stdout.ends_with(&format!("---\n{svc}\n")), "{out}");
@@ -733,7 +752,7 @@ fn output_json_flag() {
     let out = inject(&one, &["-o", "json"]);
     out.ok();
     let v: Value = serde_json::from_str(&out.stdout).expect("JSON");
-    assert_eq!(v, docs(&one)[0], "one object alone is that object");
+    assert_eq!(v, objects(&one)[0], "one object alone is that object");
     let sel = workload("Deployment", "web", "ns", true, SIMPLE_POD);
     let out = inject(&sel, &["-o", "json"]);
     out.ok();
@@ -886,7 +905,7 @@ fn unknown_fields_status_crds_and_tool_annotations_survive() {
     let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n";
     let cr = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: ns\n  annotations:\n    config.kubernetes.io/path: apps/w.yaml\nspec:\n  anything: [on, 0777]\nstatus: {phase: Ready}\n";
     let stream = format!("{w}---\n{crd}---\n{cr}");
-    let input = docs(&stream);
+    let input = objects(&stream);
     let out = inject(&stream, &[]);
     out.ok();
     let objs = objects(&out.stdout);

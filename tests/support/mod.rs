@@ -1,8 +1,12 @@
 //! Helpers shared by the rule and corpus tests: run the real binary, build KRM
-//! ResourceLists, and read output back with the crate's own manifest API.
+//! ResourceLists, and read output back: what kubectl will see by kubectl's own
+//! decoder ([`objects`], the oracle of `tests/oracle`), the structure of a stream
+//! as written ([`docs`], [`rl`]) by the crate's own parser.
 #![allow(dead_code)]
 
 pub mod cases;
+#[path = "oracle.rs"]
+pub mod oracle;
 pub mod tricks;
 
 use std::io::Write;
@@ -173,7 +177,10 @@ pub fn configmap_config(data: &[(&str, &str)]) -> String {
     s
 }
 
-/// Every non-empty document of a stream as kubectl reads it.
+/// Structural only: every non-empty document of a stream as written (a List stays
+/// one document, a ResourceList stays itself), read by the crate's own parser. For
+/// the KRM protocol (a ResourceList is kpt's, not kubectl's) and for the shape of
+/// the text; what kubectl will see is [`objects`].
 #[track_caller]
 pub fn docs(yaml: &str) -> Vec<Value> {
     parse_stream(yaml.as_bytes())
@@ -184,22 +191,81 @@ pub fn docs(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The objects of a stream: documents, with `v1 List`s replaced by their items.
+/// The objects `kubectl apply -f` sends for a stream, decoded by kubectl's own code
+/// (the oracle, `tests/oracle`: Lists flattened), at kubectl 1.32 and a current
+/// release, which must agree. Fails when kubectl cannot decode the stream.
 #[track_caller]
 pub fn objects(yaml: &str) -> Vec<Value> {
-    docs(yaml)
-        .into_iter()
-        .flat_map(|d| {
-            if d["kind"] == "List" {
-                d["items"].as_array().cloned().unwrap_or_default()
-            } else {
-                vec![d]
-            }
+    kubectl_objects_of(&[yaml.as_bytes()])
+        .pop()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("kubectl does not decode the stream: {e}\n{yaml}"))
+}
+
+/// [`objects`] of many streams, in one oracle process per release; an `Err` is
+/// kubectl's error for that stream.
+#[track_caller]
+pub fn kubectl_objects_of(streams: &[&[u8]]) -> Vec<Reading> {
+    let runs = kubectl_by_release(streams);
+    (0..streams.len())
+        .map(|i| {
+            let per: Vec<&Reading> = runs.iter().map(|(_, r)| &r[i]).collect();
+            let agree = match (per[0], per[1]) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(_), Err(_)) => true,
+                _ => false,
+            };
+            assert!(
+                agree,
+                "kubectl releases read the stream differently ({}: {:?}; {}: {:?}):\n{}",
+                runs[0].0,
+                per[0],
+                runs[1].0,
+                per[1],
+                String::from_utf8_lossy(streams[i])
+            );
+            per[0].clone()
         })
         .collect()
 }
 
-/// The single ResourceList of a KRM run.
+/// What kubectl reads from one stream: its objects, or its error.
+pub type Reading = Result<Vec<Value>, String>;
+
+/// What each kubectl release of the oracle (`oracle-1.32`, `oracle-current`) reads
+/// from each stream.
+pub fn kubectl_by_release(streams: &[&[u8]]) -> Vec<(String, Vec<Reading>)> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (i, bytes) in streams.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("f{i:06}.yaml")), bytes).unwrap();
+    }
+    let oracles = oracle::oracles();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = oracles
+            .iter()
+            .map(|o| s.spawn(|| oracle::run_oracle(o, dir.path(), streams.len())))
+            .collect();
+        oracles
+            .iter()
+            .zip(handles)
+            .map(|(o, h)| {
+                let per = h
+                    .join()
+                    .unwrap()
+                    .into_iter()
+                    .map(|(objects, error)| match error {
+                        Some(e) => Err(e),
+                        None => Ok(objects),
+                    })
+                    .collect();
+                (o.file_name().unwrap().to_string_lossy().into_owned(), per)
+            })
+            .collect()
+    })
+}
+
+/// Structural only: the single ResourceList of a KRM run, by the crate's parser
+/// (kpt reads it, not kubectl: kubectl would flatten its items).
 #[track_caller]
 pub fn rl(out: &Out) -> Value {
     let d = docs(&out.stdout);
