@@ -196,7 +196,8 @@ fn replaced_keys_keep_their_line_and_crlf_and_bom_stay() {
     let body = &out.stdout[out.stdout.rfind("---\n").unwrap() + 4..];
     assert!(out.stdout.starts_with('\u{feff}'), "{:?}", out.stdout);
     assert!(
-        body.contains("  serviceAccountName: nvcf-worker-p # was\r\n"),
+        // The replaced value's comment went with it (issue 25 item 9).
+        body.contains("  serviceAccountName: nvcf-worker-p\r\n"),
         "{body:?}"
     );
     assert!(
@@ -678,4 +679,77 @@ fn a_scalar_ending_in_three_dots_keeps_them_when_written_anew() {
     assert!(out.stdout.contains("b:..."), "{}", out.stdout);
     kubectl_nvcf_worker::manifest::parse_stream(out.stdout.as_bytes())
         .unwrap_or_else(|e| panic!("{e:?}\n{}", out.stdout));
+}
+
+/// Issue 25 item 9: an empty flow collection that stays empty keeps its text and
+/// line (`{ }`, `[ ]`, `{}` on the line after its key, as Helm renders
+/// `resources:`) though its document is edited around it.
+#[test]
+fn empty_flow_collections_in_an_edited_document_stay_as_written() {
+    let input = "\
+spec:
+  nodeSelector:
+    {}
+  tolerations: [ ]
+  resources: { }
+  affinity: {}
+  name: x
+";
+    let out = edited(input, |root| {
+        let spec = root.get_mut("spec").unwrap();
+        spec.set("name", Node::string("web2"));
+        spec.set("added", Node::string("z"));
+    });
+    assert_eq!(
+        out,
+        "\
+spec:
+  nodeSelector:
+    {}
+  tolerations: [ ]
+  resources: { }
+  affinity: {}
+  name: web2
+  added: z
+"
+    );
+    // A collection that gains an entry is written anew, in flow style.
+    let out = edited(input, |root| {
+        root.path_mut(&["spec", "resources"])
+            .unwrap()
+            .set("limits", Node::string("1"));
+    });
+    assert!(out.contains("  resources: {limits: \"1\"}\n"), "{out}");
+    assert!(
+        out.contains("  nodeSelector:\n    {}\n  tolerations: [ ]\n"),
+        "{out}"
+    );
+}
+
+/// Issue 25 item 9: a comment after a replaced value on its line goes with it; a
+/// comment on a line of its own, or after a value kept, stays.
+#[test]
+fn a_replaced_values_comment_goes_with_it() {
+    let input = "\
+spec:
+  serviceAccountName: old-account   # old account\r
+  # about the image
+  image: nginx # kept
+  plain: a#not-a-comment
+";
+    let out = edited(input, |root| {
+        let spec = root.get_mut("spec").unwrap();
+        spec.set("serviceAccountName", Node::string("nvcf-worker-web"));
+        spec.set("plain", Node::string("b"));
+    });
+    assert_eq!(
+        out,
+        "\
+spec:
+  serviceAccountName: nvcf-worker-web\r
+  # about the image
+  image: nginx # kept
+  plain: b
+"
+    );
 }

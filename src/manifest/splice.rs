@@ -539,6 +539,9 @@ impl<'t> Splicer<'t> {
                 .push((from, entry_end(&last.0, &last.1), String::new()));
             return Ok(());
         }
+        if old.is_empty() && new.is_empty() {
+            return Ok(()); // `{}` or `{ }` that stays empty stays as written
+        }
         let kept = matched.iter().flatten().count();
         if kept != old.len() || kept == 0 || matched[..kept].iter().any(Option::is_none) {
             return Err(Rewrite);
@@ -566,6 +569,9 @@ impl<'t> Splicer<'t> {
     /// A flow list that only gained items at its end gets them after its last item,
     /// as a flow mapping gets entries.
     fn flow_seq(&mut self, old: &[Node], new: &[Node], matched: &[Option<usize>]) -> Spliced {
+        if old.is_empty() && new.is_empty() {
+            return Ok(()); // `[]` or `[ ]` that stays empty stays as written
+        }
         // Old items kept in order, new ones inserted and old ones removed anywhere
         // (the trio before its workload in a List, and taken out again): each gap
         // is spliced where it is; the kept items keep their text.
@@ -777,6 +783,15 @@ impl<'t> Splicer<'t> {
         } else {
             (old.span.end as usize).max(colon + 1)
         };
+        // A comment after a replaced value on its line was about that value: it
+        // goes with it (`serviceAccountName: old   # old account`).
+        // (A collection written anew is the same value changed: its comment stays.)
+        let stop = match old.value {
+            Value::Scalar(_) | Value::Alias(_) if !old_block => {
+                self.comment_after(stop).unwrap_or(stop)
+            }
+            _ => stop,
+        };
         let mut text = String::new();
         self.value(new, indent, &mut text);
         if !old_block {
@@ -784,6 +799,26 @@ impl<'t> Splicer<'t> {
         }
         self.edits.push((colon + 1, stop, text));
         Ok(())
+    }
+
+    /// Where the comment that ends the line at `pos` ends (before the line break),
+    /// when only blanks stand between `pos` and its `#`.
+    fn comment_after(&self, pos: usize) -> Option<usize> {
+        let rest = &self.text[pos..];
+        let blanks = rest
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        if blanks == 0 || rest.get(blanks) != Some(&b'#') {
+            return None;
+        }
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let end = if end > 0 && rest[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        Some(pos + end)
     }
 
     fn seq(&mut self, old: &[Node], new: &[Node], flow: bool) -> Spliced {
