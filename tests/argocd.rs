@@ -4,8 +4,8 @@
 //! environment (ARGOCD_APP_*) and the Application's plugin env as ARGOCD_ENV_* —
 //! over a kustomize app, a Helm chart (real helm 3) and plain manifests.
 
-mod helm_support;
-mod support;
+use crate::helm_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! the guard's verdict on them, fidelity of untouched objects, and that everything
 //! the transformer writes passes the guard.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -11,8 +11,7 @@
 //! `tests/fixtures/differential/stricter.txt`. There is no skip: without the oracle
 //! the test fails.
 
-#[path = "support/oracle.rs"]
-mod oracle;
+use crate::support::oracle;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

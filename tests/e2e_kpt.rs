@@ -1,7 +1,7 @@
 //! The binary as an exec KRM function under the real kpt (`kpt fn eval --exec`,
 //! `kpt fn render --allow-exec`).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

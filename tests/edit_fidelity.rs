@@ -2,7 +2,7 @@
 //! documents differ from their input only at the edit, and `inject --in-place`
 //! rewrites all files or none (issue 11).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

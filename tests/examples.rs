@@ -9,7 +9,7 @@
 //! UPDATE_EXPECTED"), as kpt-functions-sdk does: a run that rewrote its own
 //! expectations proves nothing, so it never passes.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,7 +1,7 @@
 //! The fn-config examples parse and do what they say, and the JSON Schema of the
 //! typed kind agrees with the parser.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,8 +3,8 @@
 //! conflicting settings, a terminal on stdin, directories that hold kustomize and
 //! local-config files, config type errors, the inject report and templates.
 
-mod helm_support;
-mod support;
+use crate::helm_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! that must pass, through `validate`, the KRM function in validate mode (typed and
 //! ConfigMap config) and `inject` (a forged reference blocks injection).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::cases::*;

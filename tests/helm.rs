@@ -5,8 +5,8 @@
 //! (a `postrenderer/v1` plugin, deploy/helm-plugin/nvcf-worker) puts the generated trio in the
 //! workload's file.
 
-mod helm_support;
-mod support;
+use crate::helm_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

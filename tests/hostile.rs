@@ -11,7 +11,7 @@ use kubectl_nvcf_worker::manifest::{parse_stream, to_json, Document, Node, Style
 use serde_json::json;
 
 #[allow(unused)]
-mod support;
+use crate::support;
 use support::{oracle, tricks};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");

@@ -1,7 +1,7 @@
 //! The transformer's rules, through the `inject` CLI and through the KRM function
 //! (both faces share one code path; each rule is exercised on both).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

@@ -3,7 +3,7 @@
 //! up where the API server reads them, and bad subjects are usage errors. What the
 //! policy does is proved against the real API server in tests/live_policy.rs.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{objects, run};

@@ -8,7 +8,7 @@
 //! YAML text by this file (not by the tool), then read back through the library.
 
 #[allow(unused)]
-mod support;
+use crate::support;
 use support::oracle;
 
 use std::collections::{BTreeMap, HashSet};

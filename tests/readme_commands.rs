@@ -4,7 +4,7 @@
 //! following the docs literally gets. Only commands that need a container
 //! engine (`kpt fn eval --image`) are not run, and they are named here.
 
-mod helm_support;
+use crate::helm_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! what it replaced, and `prune` takes it out of workloads no longer selected.
 //! Trio objects are found by kind and name, never by document order.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

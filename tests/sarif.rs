@@ -4,7 +4,7 @@
 //! and for what code scanning reads: rules, levels, relative URIs, the field's
 //! line and column, and fingerprints that survive unrelated edits.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! prune) and hand-made edge cases, stdout, stderr and verdict are those of the same
 //! run holding every tree to the end.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
