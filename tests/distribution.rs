@@ -929,9 +929,14 @@ fn zsh_completes_subcommands_flags_and_kubectl_values() {
         script.display(),
         buffers.display()
     );
-    for (line, _) in &cases {
+    // zle reads the TAB, completes, then reads ^T: wait (30 s at most) for each
+    // line to be written before typing the next, however loaded the machine is.
+    for (i, (line, _)) in cases.iter().enumerate() {
         driver.push_str(&format!(
-            "zpty -n -w z '{line}'$'\\t'\nsleep 0.5\nzpty -n -w z $'\\x14'\nsleep 0.3\n"
+            "zpty -n -w z '{line}'$'\\t'\nzpty -n -w z $'\\x14'\n\
+             for t in {{1..300}}; do [[ -f {f} && $(wc -l < {f}) -ge {n} ]] && break; sleep 0.1; zpty -r -t z junk 2>/dev/null; done\n",
+            f = buffers.display(),
+            n = i + 1
         ));
     }
     driver.push_str("zpty -n -w z $'exit\\n'\nsleep 0.3\nzpty -d z\n");
