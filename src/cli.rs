@@ -658,7 +658,11 @@ fn link_complete_helper(dir: Option<PathBuf>) -> Result<PathBuf> {
         }
         Err(_) => {}
     }
+    #[cfg(unix)]
     std::os::unix::fs::symlink(PLUGIN_NAME, &link)
+        .map_err(|e| Error::io(link.display().to_string(), e))?;
+    #[cfg(not(unix))]
+    std::fs::copy(dir.join(PLUGIN_NAME), &link)
         .map_err(|e| Error::io(link.display().to_string(), e))?;
     Ok(link)
 }

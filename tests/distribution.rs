@@ -1050,8 +1050,17 @@ fn krew_install_then_kubectl_completes_the_plugin() {
         .unwrap();
     let krew = stdout(built, "scripts/build-krew.sh").trim().to_string();
     let tmp = dist_root();
-    // The real binary this time: krew installs what the archive holds.
-    fs::copy(BIN, tmp.path().join("stub/kubectl-nvcf-worker")).unwrap();
+    // The real binary this time: krew installs what the archive holds. Without
+    // its debug info (as the release profile strips it): packing 160 MB of
+    // debug build would take most of the test's time.
+    let strip = tool("strip", "binutils");
+    let stripped = Command::new(strip)
+        .args(["--strip-debug", "-o"])
+        .arg(tmp.path().join("stub/kubectl-nvcf-worker"))
+        .arg(BIN)
+        .output()
+        .unwrap();
+    stdout(stripped, "strip");
     let packed = dist(tmp.path(), &[]);
     let printed = stdout(packed, "dist.sh");
     let archive = printed
