@@ -885,56 +885,25 @@ fn bash_completes_every_subcommand_flag_and_kubectl_value() {
     }
 }
 
-/// zsh: a real interactive zsh on a pseudo-terminal (zsh/zpty), compinit, the
-/// script sourced; each line is typed with a TAB and a key bound to a widget that
-/// writes the edited line to a file, which is what the TAB made of it.
-#[test]
-fn zsh_completes_subcommands_flags_and_kubectl_values() {
-    let zsh = tool("zsh", "apt-get install zsh");
-    let env = ShellEnv::new(&namespace_server(1));
-    let script = env.script("zsh");
+/// Lines typed into a real interactive shell on a pseudo-terminal (zsh's zpty),
+/// each followed by a TAB and then ^T, a key `setup` binds to write the edited
+/// line to `$OUT`: what the TAB made of each line.
+fn typed_with_tab(env: &ShellEnv, shell: &str, setup: &str, lines: &[&str]) -> Vec<String> {
+    let zsh = tool("zsh", "apt-get install zsh (zpty drives the terminal)");
     let buffers = env.dir.path().join("buffers");
-    let cases = [
-        ("kubectl-nvcf-worker inj", "kubectl-nvcf-worker inject "),
-        (
-            "kubectl-nvcf-worker inject --clu",
-            "kubectl-nvcf-worker inject --cluster-id ",
-        ),
-        (
-            "kubectl-nvcf_worker inject -o js",
-            "kubectl-nvcf_worker inject -o json ",
-        ),
-        (
-            "kubectl-nvcf-worker list --context=pr",
-            "kubectl-nvcf-worker list --context=prod-1 ",
-        ),
-        (
-            "kubectl-nvcf-worker list --context arn",
-            "kubectl-nvcf-worker list --context arn:aws:eks:us-east-1:1:cluster/x ",
-        ),
-        (
-            "kubectl-nvcf-worker audit -n ser",
-            "kubectl-nvcf-worker audit -n served-ns ",
-        ),
-        (
-            "kubectl-nvcf-worker cleanup --yes --min",
-            "kubectl-nvcf-worker cleanup --yes --min-age ",
-        ),
-    ];
+    let _ = fs::remove_file(&buffers);
+    let setup = setup.replace("$OUT", &buffers.display().to_string());
     let mut driver = format!(
-        "zmodload zsh/zpty\nzpty -b z {zsh} -f -i\n\
-         zpty -w z 'autoload -Uz compinit && compinit -u -D; source {}; \
-         dump() {{ print -r -- \"$BUFFER\" >> {}; BUFFER=; }}; zle -N dump; bindkey \"^T\" dump; print READY'\n\
-         zpty -r -m z x '*READY*'\n",
-        script.display(),
-        buffers.display()
+        "zmodload zsh/zpty\nzpty -b z {shell}\nzpty -w z {}\n",
+        shell_quote(&setup)
     );
-    // zle reads the TAB, completes, then reads ^T: wait (30 s at most) for each
-    // line to be written before typing the next, however loaded the machine is.
-    for (i, (line, _)) in cases.iter().enumerate() {
+    // The shell reads the TAB, completes, then reads ^T: wait (30 s at most) for
+    // each line to be written before typing the next, however loaded the machine.
+    for (i, line) in lines.iter().enumerate() {
         driver.push_str(&format!(
-            "zpty -n -w z '{line}'$'\\t'\nzpty -n -w z $'\\x14'\n\
+            "zpty -n -w z {}$'\\t'\nzpty -n -w z $'\\x14'\n\
              for t in {{1..300}}; do [[ -f {f} && $(wc -l < {f}) -ge {n} ]] && break; sleep 0.1; zpty -r -t z junk 2>/dev/null; done\n",
+            shell_quote(line),
             f = buffers.display(),
             n = i + 1
         ));
@@ -947,14 +916,98 @@ fn zsh_completes_subcommands_flags_and_kubectl_values() {
         .unwrap();
     let got = fs::read_to_string(&buffers).unwrap_or_else(|e| {
         panic!(
-            "zsh wrote no line ({e}): {}\n{}",
+            "{shell} wrote no line ({e}): {}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    let got: Vec<&str> = got.lines().collect();
-    let want: Vec<&str> = cases.iter().map(|(_, w)| *w).collect();
+    got.lines().map(String::from).collect()
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What a TAB makes of each line, typed into the shell: completions that have one
+/// candidate, so the line shows it.
+const TAB_CASES: [(&str, &str); 8] = [
+    ("kubectl-nvcf-worker inj", "kubectl-nvcf-worker inject "),
+    (
+        "kubectl-nvcf-worker inject --clu",
+        "kubectl-nvcf-worker inject --cluster-id ",
+    ),
+    (
+        "kubectl-nvcf_worker inject -o js",
+        "kubectl-nvcf_worker inject -o json ",
+    ),
+    (
+        "kubectl-nvcf-worker list --context=pr",
+        "kubectl-nvcf-worker list --context=prod-1 ",
+    ),
+    (
+        "kubectl-nvcf-worker list --context arn",
+        "kubectl-nvcf-worker list --context arn:aws:eks:us-east-1:1:cluster/x ",
+    ),
+    (
+        "kubectl-nvcf-worker audit -n ser",
+        "kubectl-nvcf-worker audit -n served-ns ",
+    ),
+    (
+        "kubectl-nvcf-worker cleanup --yes --min",
+        "kubectl-nvcf-worker cleanup --yes --min-age ",
+    ),
+    (
+        "kubectl-nvcf-worker inject -f dep",
+        "kubectl-nvcf-worker inject -f deploy.yaml ",
+    ),
+];
+
+fn check_tab_cases(got: Vec<String>) {
+    let want: Vec<&str> = TAB_CASES.iter().map(|(_, w)| *w).collect();
     assert_eq!(got, want);
+}
+
+/// zsh: a real interactive zsh on a pseudo-terminal, compinit, the script
+/// sourced, each line completed by a real TAB (zle's completion widget).
+#[test]
+fn zsh_completes_subcommands_flags_and_kubectl_values() {
+    let zsh = tool("zsh", "apt-get install zsh");
+    let env = ShellEnv::new(&namespace_server(1));
+    fs::write(env.dir.path().join("deploy.yaml"), "").unwrap();
+    let script = env.script("zsh");
+    let setup = format!(
+        "autoload -Uz compinit && compinit -u -D; source {}; \
+         dump() {{ print -r -- \"$BUFFER\" >> $OUT; BUFFER=; }}; zle -N dump; bindkey \"^T\" dump",
+        script.display()
+    );
+    let lines: Vec<&str> = TAB_CASES.iter().map(|(l, _)| *l).collect();
+    check_tab_cases(typed_with_tab(
+        &env,
+        &format!("{zsh} -f -i"),
+        &setup,
+        &lines,
+    ));
+}
+
+/// bash: the same lines completed by a real TAB in a real interactive bash on a
+/// pseudo-terminal (readline calls the function the script registers).
+#[test]
+fn bash_completes_on_a_real_tab() {
+    let bash = tool("bash", "apt-get install bash");
+    let env = ShellEnv::new(&namespace_server(1));
+    fs::write(env.dir.path().join("deploy.yaml"), "").unwrap();
+    let script = env.script("bash");
+    let setup = format!(
+        "source {}; bind -x '\"\\C-t\": printf \"%s\\n\" \"$READLINE_LINE\" >> $OUT; READLINE_LINE='",
+        script.display()
+    );
+    let lines: Vec<&str> = TAB_CASES.iter().map(|(l, _)| *l).collect();
+    check_tab_cases(typed_with_tab(
+        &env,
+        &format!("{bash} --norc --noprofile -i"),
+        &setup,
+        &lines,
+    ));
 }
 
 /// fish: a real fish, the script sourced, `complete -C LINE` (fish's own
