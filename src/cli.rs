@@ -89,9 +89,13 @@ pub enum Command {
         kubectl nvcf-worker policy --namespace-kit team-a | kubectl apply -f -"
     )]
     Policy(PolicyArgs),
-    /// Print a shell completion script.
-    #[command(after_help = "Example:\n  source <(kubectl-nvcf-worker completion bash)")]
-    Completion { shell: clap_complete::Shell },
+    /// Print a shell completion script, or (kubectl) link kubectl_complete-nvcf_worker for `kubectl nvcf-worker <TAB>`.
+    #[command(
+        after_help = "Examples:\n  source <(kubectl-nvcf-worker completion bash)\n  \
+        kubectl-nvcf-worker completion fish > ~/.config/fish/completions/kubectl-nvcf-worker.fish\n  \
+        kubectl nvcf-worker completion kubectl    # after krew install: links the helper kubectl runs"
+    )]
+    Completion(CompletionArgs),
     /// Print the man page (roff), or write it and one page per subcommand into a directory.
     #[command(
         after_help = "Examples:\n  kubectl-nvcf-worker man > kubectl-nvcf-worker.1\n  kubectl-nvcf-worker man --dir ~/.local/share/man/man1"
@@ -101,6 +105,28 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompletionArgs {
+    /// bash, zsh and fish ask the binary on each TAB (values too: contexts, namespaces);
+    /// elvish and powershell get clap's static script; kubectl links the plugin completion helper.
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+    /// kubectl: the directory to link kubectl_complete-nvcf_worker in (default: where kubectl-nvcf_worker is on PATH).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+    /// Link kubectl_complete-nvcf_worker beside kubectl-nvcf_worker (krew links only the plugin).
+    Kubectl,
 }
 
 #[derive(clap::Args, Debug)]
@@ -538,20 +564,7 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
                 .write_all(crate::policy::yaml(&opts).as_bytes())
                 .map_err(|e| Error::io("<stdout>", e))
         }
-        Some(Command::Completion { shell }) => {
-            // Generated into memory: clap_complete panics on a failed write, and a
-            // closed stdout (`| head -1`) is the reader's choice, not a failure.
-            let mut script = Vec::new();
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "kubectl-nvcf-worker",
-                &mut script,
-            );
-            stdout
-                .write_all(&script)
-                .map_err(|e| Error::io("<stdout>", e))
-        }
+        Some(Command::Completion(args)) => completion(args, stdout),
         Some(Command::Man { dir: None }) => {
             write_man_page(stdout).map_err(|e| Error::io("<stdout>", e))
         }
@@ -563,6 +576,95 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
                 .map_err(|e| Error::io("<stdout>", e))
         }
     }
+}
+
+/// `completion SHELL`: the script, or the kubectl helper's link.
+fn completion(args: CompletionArgs, stdout: &mut dyn Write) -> Result<()> {
+    use clap_complete::Shell;
+    let write = |stdout: &mut dyn Write, text: &[u8]| {
+        stdout.write_all(text).map_err(|e| Error::io("<stdout>", e))
+    };
+    if args.dir.is_some() && args.shell != CompletionShell::Kubectl {
+        return Err(Error::Usage(
+            "--dir is for `completion kubectl` only".into(),
+        ));
+    }
+    let static_script = |shell: Shell| {
+        // clap's generator names its states after the command's bin_name: give it
+        // the one the script registers, or its states and its branches disagree.
+        let mut cmd = Cli::command()
+            .name("kubectl-nvcf-worker")
+            .bin_name("kubectl-nvcf-worker")
+            .display_name("kubectl-nvcf-worker");
+        // Generated into memory: clap_complete panics on a failed write.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut cmd, "kubectl-nvcf-worker", &mut script);
+        script
+    };
+    match args.shell {
+        CompletionShell::Bash => write(stdout, crate::complete::BASH.as_bytes()),
+        CompletionShell::Zsh => write(stdout, crate::complete::ZSH.as_bytes()),
+        CompletionShell::Fish => write(stdout, crate::complete::FISH.as_bytes()),
+        CompletionShell::Elvish => write(stdout, &static_script(Shell::Elvish)),
+        CompletionShell::Powershell => write(stdout, &static_script(Shell::PowerShell)),
+        CompletionShell::Kubectl => {
+            let link = link_complete_helper(args.dir)?;
+            writeln!(
+                stdout,
+                "linked {} -> {PLUGIN_NAME}: `kubectl nvcf-worker <TAB>` completes now",
+                link.display()
+            )
+            .map_err(|e| Error::io("<stdout>", e))
+        }
+    }
+}
+
+/// The name kubectl runs for `kubectl nvcf-worker`.
+pub const PLUGIN_NAME: &str = "kubectl-nvcf_worker";
+
+/// Links `kubectl_complete-nvcf_worker` to `kubectl-nvcf_worker` in `dir`, or in
+/// the PATH directory kubectl finds the plugin in (for krew, $KREW_ROOT/bin,
+/// where krew links only the plugin). The link is relative and names the
+/// plugin's link, so it follows `krew upgrade`.
+fn link_complete_helper(dir: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = match dir {
+        Some(d) => d,
+        None => std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .find(|d| d.join(PLUGIN_NAME).is_file())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "{PLUGIN_NAME} is not on PATH (krew: add ${{KREW_ROOT:-$HOME/.krew}}/bin to PATH); pass --dir DIR"
+                ))
+            })?,
+    };
+    if !dir.join(PLUGIN_NAME).is_file() {
+        return Err(Error::Usage(format!(
+            "{} holds no {PLUGIN_NAME}: the helper links to it",
+            dir.display()
+        )));
+    }
+    let link = dir.join(COMPLETE_NAME);
+    match std::fs::symlink_metadata(&link) {
+        Ok(m) if m.file_type().is_symlink() || m.is_file() => {
+            std::fs::remove_file(&link).map_err(|e| Error::io(link.display().to_string(), e))?
+        }
+        Ok(_) => {
+            return Err(Error::Usage(format!(
+                "{} exists and is not a file or link",
+                link.display()
+            )))
+        }
+        Err(_) => {}
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(PLUGIN_NAME, &link)
+        .map_err(|e| Error::io(link.display().to_string(), e))?;
+    #[cfg(not(unix))]
+    std::fs::copy(dir.join(PLUGIN_NAME), &link)
+        .map_err(|e| Error::io(link.display().to_string(), e))?;
+    Ok(link)
 }
 
 /// `policy --mutating` and `policy --namespace-kit`.
@@ -720,6 +822,17 @@ fn face() -> Exit {
         complete_main();
         return Exit::Success;
     }
+    // The shell scripts of `completion bash|zsh|fish` ask `__complete WORDS...`,
+    // as cobra programs answer them (kubectl's own completion does the same).
+    if args.get(1).is_some_and(|a| a == "__complete") {
+        let words: Vec<String> = args[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let answer = crate::complete::cobra_complete(&Cli::command(), &words);
+        let _ = stdout.write_all(answer.as_bytes());
+        return Exit::Success;
+    }
     if invoked_as == LEGACY_PLUGIN_NAME {
         let result = (|| {
             let config = args.get(1).and_then(|a| a.to_str()).ok_or_else(|| {
@@ -778,5 +891,38 @@ mod tests {
         assert_eq!(complete(&["inject", "-f", ""]), ":0\n", "files for -f");
         assert_eq!(complete(&["inject", "--cluster-id", "x", ""]), ":0\n");
         assert!(complete(&["completion", "b"]).starts_with("bash\n"));
+        assert!(complete(&["completion", ""]).contains("\nkubectl\t"));
+    }
+
+    #[test]
+    fn completes_kubectl_values_with_the_connection_flags_typed() {
+        use crate::complete::{cobra_complete_with, Connection, Lookup};
+        let asked = std::cell::RefCell::new(Vec::new());
+        let values = |what: Lookup, conn: &Connection| {
+            asked.borrow_mut().push((what, conn.clone()));
+            vec!["a".to_string(), "b:c".to_string()]
+        };
+        let ask = |words: &[&str]| {
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            cobra_complete_with(&Cli::command(), &words, &values)
+        };
+        assert_eq!(
+            ask(&["audit", "--kubeconfig", "k", "--context=x", "-n", ""]),
+            "a\nb:c\n:4\n"
+        );
+        let want = Connection {
+            kubeconfig: Some("k".into()),
+            context: Some("x".into()),
+        };
+        assert_eq!(asked.borrow().last(), Some(&(Lookup::Namespaces, want)));
+        assert_eq!(ask(&["list", "--context=b"]), "--context=b:c\n:4\n");
+        assert_eq!(ask(&["list", "--user", ""]), "a\nb:c\n:4\n");
+        assert_eq!(asked.borrow().last().unwrap().0, Lookup::Users);
+        // Paths complete files; a flag whose value needs `=` takes no next word.
+        assert_eq!(ask(&["list", "--kubeconfig", ""]), ":0\n");
+        assert!(ask(&["list", "--insecure-skip-tls-verify", "--cont"]).starts_with("--context\t"));
+        assert!(ask(&["cleanup", "--dry-run=s"]).starts_with("--dry-run=server\t"));
+        // After `--`, words are paths.
+        assert_eq!(ask(&["validate", "--", "--o"]), ":0\n");
     }
 }

@@ -658,21 +658,558 @@ fn version_is_the_cargo_version_under_both_names() {
     }
 }
 
-#[test]
-fn completions_cover_every_subcommand() {
-    for shell in ["bash", "zsh", "fish"] {
-        let script = run(BIN, &["completion", shell]);
-        for sub in subcommands() {
-            assert!(script.contains(&sub), "{shell} completion lacks {sub}");
+/// A real program the completion tests drive, or a clear failure: these tests
+/// are what says completion works in that shell.
+fn tool(name: &str, install: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} is not installed; the completion tests run the real {name} ({install})"
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A PATH directory holding both command names (`kubectl-nvcf-worker`,
+/// `kubectl-nvcf_worker`) as links to the built binary, a kubeconfig with two
+/// contexts (one a colon-laden EKS-style name) whose cluster is `server`, and the
+/// PATH to use.
+struct ShellEnv {
+    dir: tempfile::TempDir,
+    path: String,
+}
+
+impl ShellEnv {
+    fn new(server: &str) -> ShellEnv {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir(&bin).unwrap();
+        for name in ["kubectl-nvcf-worker", "kubectl-nvcf_worker"] {
+            std::os::unix::fs::symlink(BIN, bin.join(name)).unwrap();
         }
+        fs::write(
+            dir.path().join("kubeconfig"),
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: prod-1\nclusters:\n\
+                 - name: prod\n  cluster: {{server: \"{server}\"}}\n\
+                 - name: arn:aws:eks:us-east-1:1:cluster/x\n  cluster: {{server: \"{server}\"}}\n\
+                 users:\n- name: alice\n  user: {{token: t}}\ncontexts:\n\
+                 - name: prod-1\n  context: {{cluster: prod, user: alice, namespace: team-a}}\n\
+                 - name: arn:aws:eks:us-east-1:1:cluster/x\n  context: {{cluster: \"arn:aws:eks:us-east-1:1:cluster/x\", user: alice, namespace: team-b}}\n"
+            ),
+        )
+        .unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        ShellEnv { dir, path }
+    }
+
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    fn script(&self, shell: &str) -> std::path::PathBuf {
+        let path = self.dir.path().join(format!("completion.{shell}"));
+        fs::write(&path, run(BIN, &["completion", shell])).unwrap();
+        path
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("PATH", &self.path)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", self.dir.path())
+            .current_dir(self.dir.path());
+        c
+    }
+}
+
+/// An API server stand-in on loopback that answers every request with a
+/// NamespaceList of `served-ns` and `kube-system` (what `-n <TAB>` asks for);
+/// it serves `n` connections, then stops.
+fn namespace_server(n: usize) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(n) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|r| r > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body = r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"1"},"items":[{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"served-ns"}},{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"kube-system"}}]}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Every long flag a subcommand's `--help` lists.
+fn long_flags(sub: &str) -> Vec<String> {
+    let mut flags: Vec<String> = run(BIN, &[sub, "--help"])
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        // `-f, --filename <PATH>` or `--cluster-id <ID>`: the long name.
+        .filter_map(|l| l.split(", ").find(|part| part.starts_with("--")))
+        .map(|f| f.split([' ', '[', '=']).next().unwrap().to_string())
+        .filter(|f| f != "--help" && f != "--version")
+        .collect();
+    flags.dedup();
+    flags
+}
+
+/// bash: the script sourced in a real interactive bash, the function that
+/// `complete -p` registers called as bash calls it (COMP_WORDS split at
+/// COMP_WORDBREAKS as bash splits them, COMP_CWORD, COMP_LINE, COMP_POINT).
+#[test]
+fn bash_completes_every_subcommand_flag_and_kubectl_value() {
+    let bash = tool("bash", "apt-get install bash");
+    let env = ShellEnv::new(&namespace_server(1));
+    let script = env.script("bash");
+    let subs = subcommands();
+    // One case a line: the words bash makes of the line, `|`-separated.
+    let mut cases: Vec<String> = vec![
+        "kubectl-nvcf-worker|".into(),
+        "kubectl-nvcf-worker|val".into(),
+        "kubectl-nvcf_worker|inject|-o|".into(),
+        "kubectl-nvcf-worker|list|--context|".into(),
+        "kubectl-nvcf-worker|list|--context|=|p".into(),
+        "kubectl-nvcf-worker|list|--context|arn|:|aws".into(),
+        "kubectl-nvcf-worker|audit|-n|".into(),
+        "kubectl-nvcf-worker|inject|--cluster-id|".into(),
+    ];
+    for sub in &subs {
+        cases.push(format!("kubectl-nvcf-worker|{sub}|--"));
+    }
+    let mut input = format!(
+        "source {}\ncomplete -p kubectl-nvcf-worker kubectl-nvcf_worker\n\
+         fn=$(complete -p kubectl-nvcf-worker | sed -n 's/.*-F \\([^ ]*\\) .*/\\1/p')\n",
+        script.display()
+    );
+    input.push_str(
+        "comp() {\n  IFS='|' read -r -a COMP_WORDS <<< \"$1\"\n  \
+         [[ \"$1\" == *'|' ]] && COMP_WORDS+=(\"\")\n  \
+         COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))\n  \
+         local line=\"\" w prev=\"\"\n  \
+         for w in \"${COMP_WORDS[@]}\"; do\n    \
+           if [[ -n \"$line\" && \"$w\" != '=' && \"$w\" != ':' && \"$prev\" != '=' && \"$prev\" != ':' ]]; then line+=' '; fi\n    \
+           line+=\"$w\"; prev=\"$w\"\n  done\n  \
+         COMP_LINE=\"$line\"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()\n  \
+         \"$fn\" \"${COMP_WORDS[0]}\" \"${COMP_WORDS[COMP_CWORD]}\" \"${COMP_WORDS[COMP_CWORD-1]}\"\n  \
+         echo \"== $1\"; printf '%s\\n' \"${COMPREPLY[@]}\"\n}\n",
+    );
+    for case in &cases {
+        input.push_str(&format!("comp '{case}'\n"));
+    }
+    let mut child = env
+        .command(&bash)
+        .args(["--norc", "--noprofile", "-i"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("complete -o default -F _kubectl_nvcf_worker kubectl-nvcf-worker\n")
+            && text.contains("-F _kubectl_nvcf_worker kubectl-nvcf_worker\n"),
+        "both names registered:\n{text}\n{stderr}"
+    );
+    let replies = |case: &str| -> Vec<String> {
+        let start = text
+            .find(&format!("== {case}\n"))
+            .unwrap_or_else(|| panic!("no answer for {case}:\n{text}\n{stderr}"));
+        text[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.starts_with("== "))
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let top = replies("kubectl-nvcf-worker|");
+    for sub in &subs {
+        assert!(top.contains(sub), "top level lacks {sub}: {top:?}");
+    }
+    assert_eq!(replies("kubectl-nvcf-worker|val"), ["validate"]);
+    assert_eq!(replies("kubectl-nvcf_worker|inject|-o|"), ["yaml", "json"]);
+    assert_eq!(
+        replies("kubectl-nvcf-worker|list|--context|"),
+        ["arn:aws:eks:us-east-1:1:cluster/x", "prod-1"]
+    );
+    // bash replaces only the part after `=` or `:`.
+    assert_eq!(
+        replies("kubectl-nvcf-worker|list|--context|=|p"),
+        ["prod-1"]
+    );
+    assert_eq!(
+        replies("kubectl-nvcf-worker|list|--context|arn|:|aws"),
+        ["aws:eks:us-east-1:1:cluster/x"]
+    );
+    assert_eq!(
+        replies("kubectl-nvcf-worker|audit|-n|"),
+        ["kube-system", "served-ns"],
+        "namespaces from the cluster"
+    );
+    assert_eq!(
+        replies("kubectl-nvcf-worker|inject|--cluster-id|"),
+        Vec::<String>::new()
+    );
+    for sub in &subs {
+        let got = replies(&format!("kubectl-nvcf-worker|{sub}|--"));
+        let want = long_flags(sub);
         assert!(
-            script.contains("cluster-id"),
-            "{shell} completion lacks --cluster-id"
+            !want.is_empty() || sub == "completion",
+            "{sub}: no flags parsed"
+        );
+        for flag in &want {
+            assert!(got.contains(flag), "`{sub} --<TAB>` lacks {flag}: {got:?}");
+        }
+    }
+}
+
+/// Lines typed into a real interactive shell on a pseudo-terminal (zsh's zpty),
+/// each followed by a TAB and then ^T, a key `setup` binds to write the edited
+/// line to `$OUT`: what the TAB made of each line.
+fn typed_with_tab(env: &ShellEnv, shell: &str, setup: &str, lines: &[&str]) -> Vec<String> {
+    let zsh = tool("zsh", "apt-get install zsh (zpty drives the terminal)");
+    let buffers = env.dir.path().join("buffers");
+    let _ = fs::remove_file(&buffers);
+    let setup = setup.replace("$OUT", &buffers.display().to_string());
+    let mut driver = format!(
+        "zmodload zsh/zpty\nzpty -b z {shell}\nzpty -w z {}\n",
+        shell_quote(&setup)
+    );
+    // The shell reads the TAB, completes, then reads ^T: wait (30 s at most) for
+    // each line to be written before typing the next, however loaded the machine.
+    for (i, line) in lines.iter().enumerate() {
+        driver.push_str(&format!(
+            "zpty -n -w z {}$'\\t'\nzpty -n -w z $'\\x14'\n\
+             for t in {{1..300}}; do [[ -f {f} && $(wc -l < {f}) -ge {n} ]] && break; sleep 0.1; zpty -r -t z junk 2>/dev/null; done\n",
+            shell_quote(line),
+            f = buffers.display(),
+            n = i + 1
+        ));
+    }
+    driver.push_str("zpty -n -w z $'exit\\n'\nsleep 0.3\nzpty -d z\n");
+    let out = env
+        .command(&zsh)
+        .args(["-f", "-c", &driver])
+        .output()
+        .unwrap();
+    let got = fs::read_to_string(&buffers).unwrap_or_else(|e| {
+        panic!(
+            "{shell} wrote no line ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    got.lines().map(String::from).collect()
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What a TAB makes of each line, typed into the shell: completions that have one
+/// candidate, so the line shows it.
+const TAB_CASES: [(&str, &str); 8] = [
+    ("kubectl-nvcf-worker inj", "kubectl-nvcf-worker inject "),
+    (
+        "kubectl-nvcf-worker inject --clu",
+        "kubectl-nvcf-worker inject --cluster-id ",
+    ),
+    (
+        "kubectl-nvcf_worker inject -o js",
+        "kubectl-nvcf_worker inject -o json ",
+    ),
+    (
+        "kubectl-nvcf-worker list --context=pr",
+        "kubectl-nvcf-worker list --context=prod-1 ",
+    ),
+    (
+        "kubectl-nvcf-worker list --context arn",
+        "kubectl-nvcf-worker list --context arn:aws:eks:us-east-1:1:cluster/x ",
+    ),
+    (
+        "kubectl-nvcf-worker audit -n ser",
+        "kubectl-nvcf-worker audit -n served-ns ",
+    ),
+    (
+        "kubectl-nvcf-worker cleanup --yes --min",
+        "kubectl-nvcf-worker cleanup --yes --min-age ",
+    ),
+    (
+        "kubectl-nvcf-worker inject -f dep",
+        "kubectl-nvcf-worker inject -f deploy.yaml ",
+    ),
+];
+
+fn check_tab_cases(got: Vec<String>) {
+    let want: Vec<&str> = TAB_CASES.iter().map(|(_, w)| *w).collect();
+    assert_eq!(got, want);
+}
+
+/// zsh: a real interactive zsh on a pseudo-terminal, compinit, the script
+/// sourced, each line completed by a real TAB (zle's completion widget).
+#[test]
+fn zsh_completes_subcommands_flags_and_kubectl_values() {
+    let zsh = tool("zsh", "apt-get install zsh");
+    let env = ShellEnv::new(&namespace_server(1));
+    fs::write(env.dir.path().join("deploy.yaml"), "").unwrap();
+    let script = env.script("zsh");
+    let setup = format!(
+        "autoload -Uz compinit && compinit -u -D; source {}; \
+         dump() {{ print -r -- \"$BUFFER\" >> $OUT; BUFFER=; }}; zle -N dump; bindkey \"^T\" dump",
+        script.display()
+    );
+    let lines: Vec<&str> = TAB_CASES.iter().map(|(l, _)| *l).collect();
+    check_tab_cases(typed_with_tab(
+        &env,
+        &format!("{zsh} -f -i"),
+        &setup,
+        &lines,
+    ));
+}
+
+/// bash: the same lines completed by a real TAB in a real interactive bash on a
+/// pseudo-terminal (readline calls the function the script registers).
+#[test]
+fn bash_completes_on_a_real_tab() {
+    let bash = tool("bash", "apt-get install bash");
+    let env = ShellEnv::new(&namespace_server(1));
+    fs::write(env.dir.path().join("deploy.yaml"), "").unwrap();
+    let script = env.script("bash");
+    let setup = format!(
+        "source {}; bind -x '\"\\C-t\": printf \"%s\\n\" \"$READLINE_LINE\" >> $OUT; READLINE_LINE='",
+        script.display()
+    );
+    let lines: Vec<&str> = TAB_CASES.iter().map(|(l, _)| *l).collect();
+    check_tab_cases(typed_with_tab(
+        &env,
+        &format!("{bash} --norc --noprofile -i"),
+        &setup,
+        &lines,
+    ));
+}
+
+/// fish: a real fish, the script sourced, `complete -C LINE` (fish's own
+/// completion of LINE, descriptions after a TAB).
+#[test]
+fn fish_completes_subcommands_flags_and_kubectl_values() {
+    let fish = tool("fish", "apt-get install fish");
+    let env = ShellEnv::new(&namespace_server(1));
+    let script = env.script("fish");
+    let ask = |line: &str| -> Vec<String> {
+        let out = env
+            .command(&fish)
+            .args(["--no-config", "-c"])
+            .arg(format!("source {}; complete -C '{line}'", script.display()))
+            .output()
+            .unwrap();
+        stdout(out, &format!("fish complete -C {line:?}"))
+            .lines()
+            .map(|l| l.split('\t').next().unwrap().to_string())
+            .collect()
+    };
+    let top = ask("kubectl-nvcf-worker ");
+    for sub in subcommands() {
+        assert!(top.contains(&sub), "fish top level lacks {sub}: {top:?}");
+        let flags = ask(&format!("kubectl-nvcf-worker {sub} --"));
+        for flag in long_flags(&sub) {
+            assert!(
+                flags.contains(&flag),
+                "fish `{sub} --` lacks {flag}: {flags:?}"
+            );
+        }
+    }
+    assert_eq!(ask("kubectl-nvcf_worker inject -o "), ["json", "yaml"]);
+    assert_eq!(
+        ask("kubectl-nvcf-worker list --context "),
+        ["arn:aws:eks:us-east-1:1:cluster/x", "prod-1"]
+    );
+    assert_eq!(
+        ask("kubectl-nvcf-worker list --context=p"),
+        ["--context=prod-1"]
+    );
+    assert_eq!(
+        ask("kubectl-nvcf-worker describe -n "),
+        ["kube-system", "served-ns"]
+    );
+    // A path flag completes files.
+    fs::write(env.dir.path().join("deploy.yaml"), "").unwrap();
+    assert!(ask("kubectl-nvcf-worker inject -f dep").contains(&"deploy.yaml".to_string()));
+}
+
+/// Offline (the cluster refuses), `-n <TAB>` offers the namespaces the
+/// kubeconfig's contexts name; `--kubeconfig` typed earlier is the one read.
+#[test]
+fn namespaces_fall_back_to_the_kubeconfig_offline() {
+    let env = ShellEnv::new("http://127.0.0.1:1");
+    let ask = |args: &[&str]| {
+        stdout(
+            env.command(BIN)
+                .arg("__complete")
+                .args(args)
+                .output()
+                .unwrap(),
+            "__complete",
+        )
+    };
+    assert_eq!(ask(&["list", "-n", ""]), "team-a\nteam-b\n:4\n");
+    let other = env.dir.path().join("other");
+    fs::write(
+        &other,
+        "apiVersion: v1\nkind: Config\ncontexts:\n- name: lab\n  context: {cluster: c, namespace: lab-ns}\n",
+    )
+    .unwrap();
+    let other = other.to_str().unwrap();
+    assert_eq!(
+        ask(&["list", "--kubeconfig", other, "--context", ""]),
+        "lab\n:4\n"
+    );
+    assert_eq!(
+        ask(&["list", &format!("--kubeconfig={other}"), "-n", ""]),
+        "lab-ns\n:4\n"
+    );
+}
+
+/// kubectl's own completion of the plugin (`kubectl __complete nvcf-worker ...`,
+/// what kubectl's completion scripts ask), after a real `krew install` of the
+/// release archive into a scratch KREW_ROOT: nothing before
+/// `kubectl nvcf-worker completion kubectl`, the plugin's words after it.
+#[test]
+fn krew_install_then_kubectl_completes_the_plugin() {
+    let kubectl = tool("kubectl", "kubectl 1.26+ is part of the machine image");
+    let built = Command::new(root().join("scripts/build-krew.sh"))
+        .output()
+        .unwrap();
+    let krew = stdout(built, "scripts/build-krew.sh").trim().to_string();
+    let tmp = dist_root();
+    // The real binary this time: krew installs what the archive holds. Without
+    // its debug info (as the release profile strips it): packing 160 MB of
+    // debug build would take most of the test's time.
+    let strip = tool("strip", "binutils");
+    let stripped = Command::new(strip)
+        .args(["--strip-debug", "-o"])
+        .arg(tmp.path().join("stub/kubectl-nvcf-worker"))
+        .arg(BIN)
+        .output()
+        .unwrap();
+    stdout(stripped, "strip");
+    let packed = dist(tmp.path(), &[]);
+    let printed = stdout(packed, "dist.sh");
+    let archive = printed
+        .lines()
+        .find(|l| l.ends_with(".tar.gz"))
+        .unwrap_or_else(|| panic!("dist.sh named no archive: {printed}"))
+        .to_string();
+    let krew_root = tmp.path().join("krew");
+    let path = format!(
+        "{}:{}",
+        krew_root.join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let with_env = |program: &str| {
+        let mut c = Command::new(program);
+        c.env("KREW_ROOT", &krew_root)
+            .env("PATH", &path)
+            .env("HOME", tmp.path())
+            .env("KUBECONFIG", tmp.path().join("no-kubeconfig"))
+            .current_dir(tmp.path());
+        c
+    };
+    let installed = with_env(&krew)
+        .arg("install")
+        .arg(format!(
+            "--manifest={}",
+            tmp.path().join("krew-manifest.yaml").display()
+        ))
+        .arg(format!("--archive={}", tmp.path().join(&archive).display()))
+        .output()
+        .unwrap();
+    stdout(installed, "krew install");
+    assert!(
+        krew_root.join("bin/kubectl-nvcf_worker").exists(),
+        "krew links the plugin as kubectl-nvcf_worker"
+    );
+    let complete = |words: &[&str]| {
+        stdout(
+            with_env(&kubectl)
+                .arg("__complete")
+                .arg("nvcf-worker")
+                .args(words)
+                .output()
+                .unwrap(),
+            "kubectl __complete",
+        )
+    };
+    let before = complete(&["inject", "--cl"]);
+    assert!(
+        !before.contains("--cluster-id"),
+        "krew alone links no helper: {before}"
+    );
+    let linked = stdout(
+        with_env(&kubectl)
+            .args(["nvcf-worker", "completion", "kubectl"])
+            .output()
+            .unwrap(),
+        "kubectl nvcf-worker completion kubectl",
+    );
+    let link = krew_root.join("bin/kubectl_complete-nvcf_worker");
+    assert!(linked.contains(&link.display().to_string()), "{linked}");
+    assert_eq!(
+        fs::read_link(&link).unwrap(),
+        Path::new("kubectl-nvcf_worker")
+    );
+    let after = complete(&["inject", "--cl"]);
+    assert!(after.starts_with("--cluster-id\t"), "{after}");
+    let top = complete(&[""]);
+    for sub in subcommands() {
+        assert!(
+            top.contains(&format!("{sub}\t")),
+            "kubectl nvcf-worker <TAB> lacks {sub}: {top}"
         );
     }
-    // The bash script is valid bash and registers the completion function.
+    // Run again, it replaces its link; elsewhere than PATH, --dir names the place.
+    stdout(
+        with_env(&kubectl)
+            .args(["nvcf-worker", "completion", "kubectl"])
+            .output()
+            .unwrap(),
+        "completion kubectl again",
+    );
+    let out = with_env(BIN)
+        .args(["completion", "kubectl", "--dir", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a directory without the plugin is a usage error"
+    );
+}
+
+#[test]
+fn completion_scripts_parse_and_unknown_shells_are_refused() {
     let bash = run(BIN, &["completion", "bash"]);
-    assert!(bash.contains("complete -F"), "{bash}");
     let file = tempfile::NamedTempFile::new().unwrap();
     fs::write(file.path(), &bash).unwrap();
     stdout(
@@ -683,6 +1220,18 @@ fn completions_cover_every_subcommand() {
             .unwrap(),
         "bash -n",
     );
+    // clap's static scripts (elvish, powershell) name their states and branches
+    // alike: after the command kubectl-nvcf-worker, never `kubectl nvcf-worker`.
+    for shell in ["elvish", "powershell"] {
+        let script = run(BIN, &["completion", shell]);
+        assert!(!script.contains("kubectl nvcf-worker;"), "{shell}");
+        assert!(
+            script.contains("kubectl-nvcf-worker;inject"),
+            "{shell}: {}",
+            &script[..script.len().min(2000)]
+        );
+        assert!(script.contains("cluster-id"), "{shell}");
+    }
     let out = Command::new(BIN)
         .args(["completion", "tcsh"])
         .output()
@@ -749,4 +1298,269 @@ fn man_dir_writes_every_page_it_names() {
             );
         }
     }
+}
+
+/// The YAML blocks of README's pre-commit section, in order.
+fn readme_pre_commit_blocks() -> Vec<String> {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("\n### pre-commit\n")
+        .nth(1)
+        .expect("README has a pre-commit section")
+        .split("\n### ")
+        .next()
+        .unwrap()
+        .to_string();
+    section
+        .split("```yaml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap().to_string())
+        .collect()
+}
+
+/// A scratch git repository holding `identity.yaml` (the trio) and `web.yaml`
+/// (the workload), both what `inject` writes, committed without hooks.
+fn app_repo(env: &ShellEnv, name: &str) -> std::path::PathBuf {
+    let repo = env.dir.path().join(name);
+    fs::create_dir(&repo).unwrap();
+    let app = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: team-a\n  \
+               labels: {nvcf.io/worker: \"true\"}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  \
+               template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n";
+    fs::write(repo.join("app.yaml"), app).unwrap();
+    let injected = stdout(
+        env.command(BIN)
+            .args(["inject", "-f", "app.yaml", "--cluster-id", "prod-1"])
+            .current_dir(&repo)
+            .output()
+            .unwrap(),
+        "inject",
+    );
+    fs::remove_file(repo.join("app.yaml")).unwrap();
+    let docs: Vec<&str> = injected.split("\n---\n").collect();
+    assert_eq!(docs.len(), 4, "{injected}");
+    assert!(docs[3].contains("kind: Deployment"), "{injected}");
+    fs::write(repo.join("identity.yaml"), docs[..3].join("\n---\n") + "\n").unwrap();
+    fs::write(repo.join("web.yaml"), docs[3]).unwrap();
+    git(env, &repo, &["init", "-q", "-b", "main"]);
+    git(env, &repo, &["add", "identity.yaml", "web.yaml"]);
+    git(env, &repo, &["commit", "-q", "-m", "app"]);
+    repo
+}
+
+fn git(env: &ShellEnv, dir: &Path, args: &[&str]) -> String {
+    stdout(git_output(env, dir, args), &format!("git {args:?}"))
+}
+
+fn git_output(env: &ShellEnv, dir: &Path, args: &[&str]) -> Output {
+    env.command("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .env("PRE_COMMIT_HOME", env.dir.path().join("pre-commit-cache"))
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// A commit of `web.yaml` alone with its `replicas` changed.
+fn commit_replicas(env: &ShellEnv, repo: &Path, replicas: u32) -> Output {
+    let web = fs::read_to_string(repo.join("web.yaml")).unwrap();
+    let changed = web
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("replicas:") {
+                format!("  replicas: {replicas}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(changed, web.trim_end(), "web.yaml has a replicas line");
+    fs::write(repo.join("web.yaml"), changed + "\n").unwrap();
+    git(env, repo, &["add", "web.yaml"]);
+    git_output(env, repo, &["commit", "-m", "scale web"])
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// README's remote hook through real pre-commit and git: the config as README
+/// shows it (its URL replaced by a local clone of this repository's hooks, on a
+/// `main` branch), `rev` pinned by README's `autoupdate` command, the git hook
+/// installed; then commits that stage only some files.
+#[test]
+fn pre_commit_judges_a_partial_commit_with_the_trio_it_relies_on() {
+    tool("git", "apt-get install git");
+    tool("pre-commit", "python3 -m pip install pre-commit");
+    let env = ShellEnv::new("http://127.0.0.1:1");
+    // The hook repository: this checkout's hook files, committed.
+    let hooks = env.dir.path().join("hooks");
+    fs::create_dir_all(hooks.join("scripts")).unwrap();
+    fs::copy(
+        root().join(".pre-commit-hooks.yaml"),
+        hooks.join(".pre-commit-hooks.yaml"),
+    )
+    .unwrap();
+    let script = hooks.join("scripts/pre-commit-validate-repo.sh");
+    fs::copy(root().join("scripts/pre-commit-validate-repo.sh"), &script).unwrap();
+    fs::set_permissions(&script, PermissionsExt::from_mode(0o755)).unwrap();
+    git(&env, &hooks, &["init", "-q", "-b", "main"]);
+    git(&env, &hooks, &["add", "."]);
+    git(&env, &hooks, &["commit", "-q", "-m", "hooks"]);
+    let sha = git(&env, &hooks, &["rev-parse", "HEAD"]).trim().to_string();
+
+    let blocks = readme_pre_commit_blocks();
+    assert_eq!(blocks.len(), 2, "README's pre-commit section: {blocks:?}");
+    let url = "https://github.com/nvidia/kubectl-nvcf-worker";
+    assert!(
+        blocks[0].contains(url) && blocks[0].contains("rev: main"),
+        "{}",
+        blocks[0]
+    );
+    let repo = app_repo(&env, "app");
+    fs::write(
+        repo.join(".pre-commit-config.yaml"),
+        blocks[0].replace(url, hooks.to_str().unwrap()),
+    )
+    .unwrap();
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    for command in [
+        "pre-commit autoupdate --bleeding-edge --freeze",
+        "pre-commit install",
+    ] {
+        assert!(
+            readme.contains(&format!("\n{command}\n")),
+            "README shows `{command}`"
+        );
+        let words: Vec<&str> = command.split(' ').collect();
+        let out = env
+            .command(words[0])
+            .args(&words[1..])
+            .env("PRE_COMMIT_HOME", env.dir.path().join("pre-commit-cache"))
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        stdout(out, command);
+    }
+    let config = fs::read_to_string(repo.join(".pre-commit-config.yaml")).unwrap();
+    assert!(
+        config.contains(&format!("rev: {sha} ")) && !config.contains("rev: main"),
+        "autoupdate pinned the commit: {config}"
+    );
+    git(&env, &repo, &["add", ".pre-commit-config.yaml"]);
+    let first = git_output(&env, &repo, &["commit", "-m", "hooks"]);
+    assert!(first.status.success(), "{}", text(&first));
+    assert!(
+        text(&first).contains("NVCF worker identity guard (whole repository)"),
+        "{}",
+        text(&first)
+    );
+
+    // Only web.yaml staged: the trio in the unchanged identity.yaml counts.
+    let partial = commit_replicas(&env, &repo, 3);
+    assert!(partial.status.success(), "{}", text(&partial));
+    assert!(text(&partial).contains("Passed"), "{}", text(&partial));
+
+    // A forged identity: another workload takes web's account.
+    let web = fs::read_to_string(repo.join("web.yaml")).unwrap();
+    fs::write(
+        repo.join("forged.yaml"),
+        web.replace("name: web\n", "name: thief\n"),
+    )
+    .unwrap();
+    git(&env, &repo, &["add", "forged.yaml"]);
+    let forged = git_output(&env, &repo, &["commit", "-m", "forged"]);
+    assert!(!forged.status.success(), "{}", text(&forged));
+    assert!(text(&forged).contains("NVW101"), "{}", text(&forged));
+    git(&env, &repo, &["rm", "-q", "--cached", "forged.yaml"]);
+    fs::remove_file(repo.join("forged.yaml")).unwrap();
+
+    // The index decides: a trio no longer tracked (the file still on disk) is gone.
+    git(&env, &repo, &["rm", "-q", "--cached", "identity.yaml"]);
+    let untracked = commit_replicas(&env, &repo, 4);
+    assert!(!untracked.status.success(), "{}", text(&untracked));
+    assert!(text(&untracked).contains("NVW101"), "{}", text(&untracked));
+    git(&env, &repo, &["add", "identity.yaml"]);
+    let back = git_output(&env, &repo, &["commit", "-m", "scale web"]);
+    assert!(back.status.success(), "{}", text(&back));
+
+    // The staged-files hook fails the same partial commit: why the repo hook exists.
+    let staged_only = app_repo(&env, "staged-only");
+    fs::write(
+        staged_only.join(".pre-commit-config.yaml"),
+        format!(
+            "repos:\n  - repo: {}\n    rev: {sha}\n    hooks:\n      - id: nvcf-worker-validate-system\n",
+            hooks.display()
+        ),
+    )
+    .unwrap();
+    stdout(
+        env.command("pre-commit")
+            .arg("install")
+            .env("PRE_COMMIT_HOME", env.dir.path().join("pre-commit-cache"))
+            .current_dir(&staged_only)
+            .output()
+            .unwrap(),
+        "pre-commit install",
+    );
+    git(&env, &staged_only, &["add", ".pre-commit-config.yaml"]);
+    git(&env, &staged_only, &["commit", "-q", "-m", "hooks"]);
+    let out = commit_replicas(&env, &staged_only, 3);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("NVW101"), "{}", text(&out));
+}
+
+/// README's `repo: local` block verbatim through real pre-commit and git.
+#[test]
+fn pre_commit_local_hook_from_readme_runs_the_installed_binary() {
+    tool("git", "apt-get install git");
+    tool("pre-commit", "python3 -m pip install pre-commit");
+    let env = ShellEnv::new("http://127.0.0.1:1");
+    let blocks = readme_pre_commit_blocks();
+    let local = blocks
+        .iter()
+        .find(|b| b.contains("repo: local"))
+        .expect("README shows a repo: local hook");
+    let repo = app_repo(&env, "app");
+    // README's block reads deploy/: move the manifests there.
+    fs::create_dir(repo.join("deploy")).unwrap();
+    git(&env, &repo, &["mv", "identity.yaml", "web.yaml", "deploy/"]);
+    git(&env, &repo, &["commit", "-q", "-m", "deploy/"]);
+    fs::write(repo.join(".pre-commit-config.yaml"), local).unwrap();
+    stdout(
+        env.command("pre-commit")
+            .arg("install")
+            .env("PRE_COMMIT_HOME", env.dir.path().join("pre-commit-cache"))
+            .current_dir(&repo)
+            .output()
+            .unwrap(),
+        "pre-commit install",
+    );
+    git(&env, &repo, &["add", ".pre-commit-config.yaml"]);
+    git(&env, &repo, &["commit", "-q", "-m", "hooks"]);
+    let web = repo.join("deploy/web.yaml");
+    let text_before = fs::read_to_string(&web).unwrap();
+    fs::write(&web, text_before.replace("replicas: 1", "replicas: 2")).unwrap();
+    git(&env, &repo, &["add", "deploy/web.yaml"]);
+    let partial = git_output(&env, &repo, &["commit", "-m", "scale"]);
+    assert!(partial.status.success(), "{}", text(&partial));
+    assert!(
+        text(&partial).contains("NVCF worker identity guard"),
+        "{}",
+        text(&partial)
+    );
+    fs::write(
+        repo.join("deploy/forged.yaml"),
+        text_before.replace("name: web\n", "name: thief\n"),
+    )
+    .unwrap();
+    git(&env, &repo, &["add", "deploy/forged.yaml"]);
+    let forged = git_output(&env, &repo, &["commit", "-m", "forged"]);
+    assert!(!forged.status.success(), "{}", text(&forged));
+    assert!(text(&forged).contains("NVW101"), "{}", text(&forged));
 }

@@ -159,10 +159,16 @@ fn pre_commit_hooks_run_serially_on_yaml_and_json() {
         .iter()
         .map(|h| h["language"].as_str().unwrap())
         .collect();
-    assert_eq!(languages, ["rust", "system"]);
+    assert_eq!(languages, ["script", "rust", "system"]);
     for h in hooks {
         assert_eq!(h["require_serial"], true, "{h}");
         assert_eq!(h["types_or"], serde_json::json!(["yaml", "json"]), "{h}");
+    }
+    // The repository-wide hook runs its script (tests/distribution.rs runs it
+    // through real pre-commit); the others validate the staged files.
+    assert_eq!(hooks[0]["entry"], "scripts/pre-commit-validate-repo.sh");
+    assert_eq!(hooks[0]["pass_filenames"], false);
+    for h in &hooks[1..] {
         assert_eq!(h["entry"], "kubectl-nvcf-worker validate", "{h}");
     }
 }
