@@ -63,5 +63,8 @@ fn every_test_file_runs_in_exactly_one_binary() {
     files.sort();
     let mut listed: Vec<String> = runs.into_iter().filter(|p| !p.contains('/')).collect();
     listed.sort();
-    assert_eq!(listed, files, "each tests/*.rs must run in exactly one test binary");
+    assert_eq!(
+        listed, files,
+        "each tests/*.rs must run in exactly one test binary"
+    );
 }

@@ -4,10 +4,10 @@
 // One crate: the support code is compiled and linked once, and libtest runs
 // the files' tests side by side instead of one binary after another.
 
-#[path = "../support/mod.rs"]
-mod support;
 #[path = "../helm_support/mod.rs"]
 mod helm_support;
+#[path = "../support/mod.rs"]
+mod support;
 
 #[path = "../argocd.rs"]
 mod argocd;
