@@ -355,7 +355,8 @@ async fn delete_identity(
 /// waits for the last of the one before). The first batch's reads start with its
 /// first identity; every later batch's ahead of it, when the batch before has
 /// dispatched [`LOOKAHEAD`] identities, so they are read while that batch
-/// deletes (at most [`CONCURRENCY`] identities and one batch's reads in flight). `progress` is called after each identity. A 403 stops
+/// deletes: [`CONCURRENCY`] identities' requests in flight, and beside them the
+/// next batch's lists. `progress` is called after each identity. A 403 stops
 /// everything: no other request would be allowed either.
 pub async fn execute(
     kube: &Kube,
@@ -422,4 +423,42 @@ pub async fn execute(
     summary.skipped.sort();
     summary.failed.sort();
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn user(pod: Value, include_terminated: bool) -> Option<(String, String)> {
+        let options = Options {
+            dry_run: false,
+            include_terminated,
+        };
+        serde_json::from_value::<Pod>(pod).unwrap().user(options)
+    }
+
+    #[test]
+    fn a_pod_is_read_for_its_account_name_and_phase_only() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "n", "uid": "u"},
+            "spec": {"serviceAccountName": "nvcf-worker-a", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "conditions": []}});
+        assert_eq!(user(pod, true), Some(("nvcf-worker-a".into(), "p".into())));
+        // The deprecated field, as the plan reads it, when the other is empty.
+        let old = json!({"metadata": {"name": "q"},
+            "spec": {"serviceAccountName": "", "serviceAccount": "nvcf-worker-b"}});
+        assert_eq!(user(old, false), Some(("nvcf-worker-b".into(), "q".into())));
+        let none = json!({"metadata": {"name": "r"}, "spec": {}});
+        assert_eq!(user(none, false), None);
+    }
+
+    #[test]
+    fn terminated_pods_count_as_gone_only_with_include_terminated() {
+        for phase in ["Succeeded", "Failed"] {
+            let pod = json!({"metadata": {"name": "p"},
+                "spec": {"serviceAccountName": "nvcf-worker-a"}, "status": {"phase": phase}});
+            assert_eq!(user(pod.clone(), true), None);
+            assert_eq!(user(pod, false), Some(("nvcf-worker-a".into(), "p".into())));
+        }
+    }
 }
