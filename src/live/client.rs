@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 use kube::api::{ListParams, Request};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
@@ -339,45 +341,57 @@ impl Kube {
         scope: &Scope,
         metadata_only: bool,
         field_selector: Option<&str>,
-        fold: impl FnMut(&mut A, Value),
+        mut fold: impl FnMut(&mut A, Value),
     ) -> Result<A> {
-        self.fold_pages(resource, scope, metadata_only, field_selector, true, fold)
+        let tagged = |acc: &mut A, mut item: Value| {
+            if let Some(map) = item.as_object_mut() {
+                map.insert("apiVersion".into(), resource.api_version.into());
+                map.insert("kind".into(), resource.kind.into());
+            }
+            fold(acc, item)
+        };
+        self.fold_pages(resource, scope, metadata_only, field_selector, tagged)
             .await
     }
 
-    /// One request, no `limit`: for a selective list whose answer is small
-    /// (cleanup's pod check by account). The API server's watch cache scans the
-    /// namespace either way; a paginated read from it costs it about a fifth more.
-    pub async fn list_unpaged<A: Default>(
+    /// [`Kube::list_fold`] with each item decoded straight into `T`, which names
+    /// only the fields it needs: no `Value` is built for the rest (a pod's
+    /// account and phase out of a page of full pods).
+    pub async fn list_fold_as<T: DeserializeOwned, A: Default>(
         &self,
         resource: &Resource,
         scope: &Scope,
-        field_selector: &str,
-        fold: impl FnMut(&mut A, Value),
+        fold: impl FnMut(&mut A, T),
     ) -> Result<A> {
-        self.fold_pages(resource, scope, false, Some(field_selector), false, fold)
-            .await
+        self.fold_pages(resource, scope, false, None, fold).await
     }
 
-    async fn fold_pages<A: Default>(
+    async fn fold_pages<T: DeserializeOwned, A: Default>(
         &self,
         resource: &Resource,
         scope: &Scope,
         metadata_only: bool,
         field_selector: Option<&str>,
-        paged: bool,
-        mut fold: impl FnMut(&mut A, Value),
+        mut fold: impl FnMut(&mut A, T),
     ) -> Result<A> {
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(default, rename = "continue")]
+            continue_token: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(bound = "T: DeserializeOwned")]
+        struct Page<T> {
+            metadata: Option<Meta>,
+            items: Option<Vec<T>>,
+        }
         let namespace = scope.namespace();
         let request = Request::new(resource.collection_path(namespace));
         let mut acc = A::default();
         let mut continue_token: Option<String> = None;
         let mut restarts = 0;
         loop {
-            let mut params = ListParams::default();
-            if paged {
-                params = params.limit(self.page_size);
-            }
+            let mut params = ListParams::default().limit(self.page_size);
             if let Some(fs) = field_selector {
                 params = params.fields(fs);
             }
@@ -390,29 +404,20 @@ impl Kube {
             .map_err(build_err)?;
             match self.send(http_request, "list", resource, namespace).await? {
                 Ok(body) => {
-                    let mut page: Value = serde_json::from_slice(&body).map_err(|e| {
+                    let page: Page<T> = serde_json::from_slice(&body).map_err(|e| {
                         Error::Live(format!(
                             "list {}: undecodable response: {e}",
                             resource.plural
                         ))
                     })?;
                     drop(body);
-                    let items = match page.get_mut("items").map(Value::take) {
-                        Some(Value::Array(items)) => items,
-                        _ => Vec::new(),
-                    };
-                    for mut item in items {
-                        if let Some(map) = item.as_object_mut() {
-                            map.insert("apiVersion".into(), resource.api_version.into());
-                            map.insert("kind".into(), resource.kind.into());
-                        }
+                    for item in page.items.into_iter().flatten() {
                         fold(&mut acc, item);
                     }
                     continue_token = page
-                        .pointer("/metadata/continue")
-                        .and_then(Value::as_str)
-                        .filter(|t| !t.is_empty())
-                        .map(str::to_string);
+                        .metadata
+                        .and_then(|m| m.continue_token)
+                        .filter(|t| !t.is_empty());
                     if continue_token.is_none() {
                         return Ok(acc);
                     }

@@ -1,14 +1,20 @@
-//! Runs a cleanup plan. Right before an identity's deletes it checks again that
-//! nothing came to run as it since the plan was made: a pod (one list by field
-//! selector per identity) or a pod template of a built-in workload kind (the kinds
-//! listed once per batch of identities and namespace, as the batch starts). Then
-//! RoleBinding, Role, ServiceAccount, each with the UID it had when listed.
+//! Runs a cleanup plan. Before an identity's deletes it checks again that nothing
+//! came to run as it since the plan was made: a pod or a pod template of a
+//! built-in workload kind. The pods and the seven kinds are listed again once per
+//! batch of identities and namespace (consistent reads, page by page, each page
+//! folded into who runs as one of the batch's identities), so the re-check costs
+//! the namespace's pages per batch, not a request per identity: a field-selector
+//! list per identity made the API server scan every pod of the namespace for each
+//! identity, and waited on its watch cache each time. Then RoleBinding, Role,
+//! ServiceAccount, each with the UID it had when listed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
-use futures::stream::{self, StreamExt};
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::cleanup::{Plan, PlannedIdentity};
@@ -20,10 +26,15 @@ use crate::identity::is_reserved;
 /// Identities in flight at once; each identity's own requests stay in order.
 pub const CONCURRENCY: usize = 8;
 
-/// Identities per workload re-check: the seven workload kinds are listed once per
-/// namespace of a batch, so their cost is per batch, not per identity, and what a
-/// batch holds of them is freed with it.
+/// Identities per re-check: the pods and the seven workload kinds are listed once
+/// per namespace of a batch, so their cost is per batch, not per identity, and
+/// what a batch holds of them (its own identities' users only) is freed with it.
 pub const BATCH: usize = 64;
+
+/// How far into a batch its successor's reads start: at its first identity, so
+/// they have the whole batch's deletes to finish in (a namespace of 5 000 pods
+/// is 10 pages of 500, a quarter of a second on a loaded server).
+pub const LOOKAHEAD: usize = 0;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
@@ -82,15 +93,24 @@ impl Summary {
     }
 }
 
-/// `(namespace, account)` → the first workload whose pod template runs as it
-/// (`deployment/web`).
-type Templates = HashMap<(String, String), String>;
+/// `(namespace, account)` → the first pod or workload that runs as it
+/// (`late`, `deployment/web`), for the accounts of one batch only.
+type Users = HashMap<(String, String), String>;
 
-/// A batch's workload lists, shared by its identities. A failed list fails the
+/// The identities of a batch, by namespace: what its reads keep.
+type Names = HashMap<String, HashSet<String>>;
+
+/// What a batch's re-check read: who runs as its identities now.
+struct Checked {
+    pods: Users,
+    templates: Users,
+}
+
+/// A batch's re-check reads, shared by its identities. A failed read fails the
 /// batch's identities (nothing unchecked is deleted); a 403 stops the run.
 #[derive(Clone)]
 enum Listed {
-    Templates(Rc<Templates>),
+    Checked(Rc<Checked>),
     Failed(String),
     Forbidden {
         verb: String,
@@ -102,43 +122,125 @@ enum Listed {
 
 type Batch<'a> = Shared<LocalBoxFuture<'a, Listed>>;
 
-async fn list_templates(kube: &Kube, namespaces: BTreeSet<String>) -> Listed {
-    let lists = namespaces.iter().flat_map(|ns| {
-        client::WORKLOADS.iter().map(move |r| async move {
-            let scope = Scope::Namespace(ns.clone());
-            kube.list_fold(
-                r,
-                &scope,
-                false,
-                None,
-                |found: &mut Templates, item: Value| {
-                    let Some(account) = template_account(&item) else {
-                        return;
-                    };
-                    let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
-                    let user = format!(
-                        "{}/{}",
-                        text("/kind").to_ascii_lowercase(),
-                        text("/metadata/name")
-                    );
-                    found
-                        .entry((text("/metadata/namespace").to_string(), account.to_string()))
-                        .or_insert(user);
-                },
-            )
-            .await
+/// One kind in one namespace, page by page (each item decoded as `T`), keeping
+/// only the objects that run as one of `names` (`user` says which account an
+/// item runs as and who it is).
+async fn list_users<T: DeserializeOwned>(
+    kube: &Kube,
+    ns: &str,
+    names: &HashSet<String>,
+    r: &client::Resource,
+    user: impl Fn(T) -> Option<(String, String)>,
+) -> Result<Users> {
+    let scope = Scope::Namespace(ns.to_string());
+    kube.list_fold_as(r, &scope, |found: &mut Users, item: T| {
+        let Some((account, who)) = user(item) else {
+            return;
+        };
+        if names.contains(&account) {
+            found.entry((ns.to_string(), account)).or_insert(who);
+        }
+    })
+    .await
+}
+
+fn text<'v>(item: &'v Value, pointer: &str) -> &'v str {
+    item.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The fields of a pod the re-check reads; the rest of each pod is skipped
+/// while decoding, not built.
+#[derive(Deserialize)]
+struct Pod {
+    metadata: PodMeta,
+    #[serde(default)]
+    spec: PodSpec,
+    #[serde(default)]
+    status: PodStatus,
+}
+
+#[derive(Deserialize)]
+struct PodMeta {
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodSpec {
+    #[serde(default)]
+    service_account_name: Option<String>,
+    #[serde(default)]
+    service_account: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct PodStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+impl Pod {
+    /// The account it runs as (`serviceAccountName`, else the deprecated
+    /// `serviceAccount`), as the plan reads it, and its name; `None` for a
+    /// terminated pod when those count as gone.
+    fn user(self, options: Options) -> Option<(String, String)> {
+        let phase = self.status.phase.as_deref().unwrap_or("");
+        if options.include_terminated && is_terminated(phase) {
+            return None;
+        }
+        let account = [self.spec.service_account_name, self.spec.service_account]
+            .into_iter()
+            .flatten()
+            .find(|a| !a.is_empty())?;
+        Some((account, self.metadata.name))
+    }
+}
+
+/// A batch's reads: in each of its namespaces the pods and the seven workload
+/// kinds, all at once, each page folded into who runs as the batch's identities.
+async fn check_batch(kube: &Kube, names: Names, options: Options) -> Listed {
+    let pods = names.iter().map(|(ns, names)| {
+        list_users(kube, ns, names, &client::PODS, move |pod: Pod| {
+            pod.user(options)
         })
     });
-    match futures::future::try_join_all(lists).await {
-        Ok(found) => {
-            let mut all = Templates::new();
-            for f in found {
-                for (k, v) in f {
-                    all.entry(k).or_insert(v);
+    let templates = names.iter().flat_map(|(ns, names)| {
+        client::WORKLOADS.iter().map(move |r| {
+            list_users(kube, ns, names, r, move |mut item: Value| {
+                if let Some(map) = item.as_object_mut() {
+                    map.insert("apiVersion".into(), r.api_version.into());
+                    map.insert("kind".into(), r.kind.into());
                 }
+                let account = template_account(&item)?;
+                let who = format!(
+                    "{}/{}",
+                    r.kind.to_ascii_lowercase(),
+                    text(&item, "/metadata/name")
+                );
+                Some((account.to_string(), who))
+            })
+        })
+    });
+    let merge = |found: Vec<Users>| {
+        let mut all = Users::new();
+        for f in found {
+            for (k, v) in f {
+                all.entry(k).or_insert(v);
             }
-            Listed::Templates(Rc::new(all))
         }
+        all
+    };
+    let read = futures::future::try_join(
+        futures::future::try_join_all(pods),
+        futures::future::try_join_all(templates),
+    )
+    .await;
+    match read {
+        Ok((pods, templates)) => Listed::Checked(Rc::new(Checked {
+            pods: merge(pods),
+            templates: merge(templates),
+        })),
         Err(Error::Forbidden {
             verb,
             resource,
@@ -154,53 +256,20 @@ async fn list_templates(kube: &Kube, namespaces: BTreeSet<String>) -> Listed {
     }
 }
 
-/// A pod that runs as the identity now (terminated ones only when they count).
-async fn pod_user(
-    kube: &Kube,
-    target: &PlannedIdentity,
-    options: Options,
-) -> Result<Option<String>> {
-    let selector = format!("spec.serviceAccountName={}", target.name);
-    kube.list_unpaged(
-        &client::PODS,
-        &Scope::Namespace(target.namespace.clone()),
-        &selector,
-        |user: &mut Option<String>, pod: Value| {
-            let phase = pod
-                .pointer("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if user.is_none() && !(options.include_terminated && is_terminated(phase)) {
-                *user = pod
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-            }
-        },
-    )
-    .await
-}
-
-/// What came to run as the identity since the plan, if anything.
+/// What came to run as the identity since the plan, by its batch's reads.
 async fn recheck(
-    kube: &Kube,
     target: &PlannedIdentity,
     batch: Batch<'_>,
-    options: Options,
 ) -> Result<std::result::Result<Option<String>, String>> {
-    let (pod, listed) = futures::join!(pod_user(kube, target, options), batch);
-    let pod = match pod {
-        Ok(pod) => pod,
-        Err(e @ Error::Forbidden { .. }) => return Err(e),
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    if let Some(pod) = pod {
-        return Ok(Ok(Some(format!("pod/{pod}"))));
-    }
-    match listed {
-        Listed::Templates(t) => Ok(Ok(t
-            .get(&(target.namespace.clone(), target.name.clone()))
-            .cloned())),
+    match batch.await {
+        Listed::Checked(c) => {
+            let key = (target.namespace.clone(), target.name.clone());
+            Ok(Ok(c
+                .pods
+                .get(&key)
+                .map(|pod| format!("pod/{pod}"))
+                .or_else(|| c.templates.get(&key).cloned())))
+        }
         Listed::Failed(e) => Ok(Err(e)),
         Listed::Forbidden {
             verb,
@@ -232,7 +301,7 @@ async fn delete_identity(
             objects: 0,
         });
     }
-    match recheck(kube, target, batch, options).await? {
+    match recheck(target, batch).await? {
         Ok(None) => {}
         Ok(Some(user)) => {
             return Ok(Outcome::Skipped {
@@ -283,44 +352,113 @@ async fn delete_identity(
 }
 
 /// Runs the plan, [`CONCURRENCY`] identities at a time in one stream (no batch
-/// waits for the last of the one before). A batch's workload lists start with its
-/// first identity and run beside that identity's pod check. `progress` is called
-/// after each identity. A 403 stops everything: no other request would be allowed
-/// either.
+/// waits for the last of the one before). The first batch's reads start with its
+/// first identity; every later batch's ahead of it, when the batch before has
+/// dispatched [`LOOKAHEAD`] identities, so they are read while that batch
+/// deletes: [`CONCURRENCY`] identities' requests in flight, and beside them the
+/// next batch's lists. `progress` is called after each identity. A 403 stops
+/// everything: no other request would be allowed either.
 pub async fn execute(
     kube: &Kube,
     plan: &Plan,
     options: Options,
     progress: &dyn Fn(),
 ) -> Result<Summary> {
-    let mut current: Option<(usize, Batch<'_>)> = None;
-    let targets = plan.delete.iter().enumerate().map(move |(i, target)| {
-        let index = i / BATCH;
-        if current.as_ref().map(|(b, _)| *b) != Some(index) {
-            let end = ((index + 1) * BATCH).min(plan.delete.len());
-            let namespaces = plan.delete[index * BATCH..end]
-                .iter()
-                .map(|t| t.namespace.clone())
-                .collect();
-            current = Some((
-                index,
-                list_templates(kube, namespaces).boxed_local().shared(),
-            ));
+    let targets = &plan.delete;
+    let batch = |index: usize| -> Batch<'_> {
+        let end = ((index + 1) * BATCH).min(targets.len());
+        let mut names = Names::new();
+        for t in &targets[index * BATCH..end] {
+            names
+                .entry(t.namespace.clone())
+                .or_default()
+                .insert(t.name.clone());
         }
-        let batch = current.as_ref().map(|(_, b)| b.clone()).expect("set above");
-        (target, batch)
-    });
-    let mut results = stream::iter(targets)
-        .map(|(target, batch)| async move {
-            (target, delete_identity(kube, target, batch, options).await)
-        })
-        .buffer_unordered(CONCURRENCY);
+        check_batch(kube, names, options).boxed_local().shared()
+    };
+    // The batch being dispatched and the one read ahead; a batch's identities
+    // hold it until they end, so what it read is freed with its last.
+    let mut batches: BTreeMap<usize, Batch<'_>> = BTreeMap::new();
+    // Identities (`Some`) and read-ahead batches (`None`, driven here until
+    // their identities come).
+    let mut tasks = FuturesUnordered::new();
+    let (mut next, mut running) = (0, 0);
     let mut summary = Summary::default();
-    while let Some((target, outcome)) = results.next().await {
-        summary.add(target, outcome?);
-        progress();
+    loop {
+        while running < CONCURRENCY && next < targets.len() {
+            let index = next / BATCH;
+            batches.retain(|&b, _| b >= index);
+            let own = batches.entry(index).or_insert_with(|| batch(index)).clone();
+            if next % BATCH == LOOKAHEAD && (index + 1) * BATCH < targets.len() {
+                let ahead = batches
+                    .entry(index + 1)
+                    .or_insert_with(|| batch(index + 1))
+                    .clone();
+                tasks.push(
+                    async move {
+                        ahead.await;
+                        None
+                    }
+                    .boxed_local(),
+                );
+            }
+            let target = &targets[next];
+            tasks.push(
+                async move { Some((target, delete_identity(kube, target, own, options).await)) }
+                    .boxed_local(),
+            );
+            next += 1;
+            running += 1;
+        }
+        match tasks.next().await {
+            None => break,
+            Some(None) => {}
+            Some(Some((target, outcome))) => {
+                running -= 1;
+                summary.add(target, outcome?);
+                progress();
+            }
+        }
     }
     summary.skipped.sort();
     summary.failed.sort();
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn user(pod: Value, include_terminated: bool) -> Option<(String, String)> {
+        let options = Options {
+            dry_run: false,
+            include_terminated,
+        };
+        serde_json::from_value::<Pod>(pod).unwrap().user(options)
+    }
+
+    #[test]
+    fn a_pod_is_read_for_its_account_name_and_phase_only() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "n", "uid": "u"},
+            "spec": {"serviceAccountName": "nvcf-worker-a", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "conditions": []}});
+        assert_eq!(user(pod, true), Some(("nvcf-worker-a".into(), "p".into())));
+        // The deprecated field, as the plan reads it, when the other is empty.
+        let old = json!({"metadata": {"name": "q"},
+            "spec": {"serviceAccountName": "", "serviceAccount": "nvcf-worker-b"}});
+        assert_eq!(user(old, false), Some(("nvcf-worker-b".into(), "q".into())));
+        let none = json!({"metadata": {"name": "r"}, "spec": {}});
+        assert_eq!(user(none, false), None);
+    }
+
+    #[test]
+    fn terminated_pods_count_as_gone_only_with_include_terminated() {
+        for phase in ["Succeeded", "Failed"] {
+            let pod = json!({"metadata": {"name": "p"},
+                "spec": {"serviceAccountName": "nvcf-worker-a"}, "status": {"phase": phase}});
+            assert_eq!(user(pod.clone(), true), None);
+            assert_eq!(user(pod, false), Some(("nvcf-worker-a".into(), "p".into())));
+        }
+    }
 }
