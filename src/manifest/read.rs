@@ -84,6 +84,73 @@ pub fn expand(paths: &[String]) -> Result<Vec<Option<PathBuf>>> {
     Ok(files)
 }
 
+/// How much of a stream kubectl looks at to tell JSON from YAML
+/// (apimachinery's `YAMLOrJSONDecoder` buffer).
+const SNIFF: usize = 4096;
+
+/// Whether kubectl reads `bytes` as JSON: its first 4096 bytes, after white space,
+/// start with `{` (apimachinery's `GuessJSONStream`). kubectl 1.32 then reads the
+/// whole stream as JSON values and refuses anything else (`---`, a comment, an
+/// unquoted key).
+pub fn sniffs_json(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(SNIFF)];
+    // A character cut at the buffer's end is not white space: Go stops there too.
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).expect("valid prefix"),
+    };
+    text.trim_start().starts_with('{')
+}
+
+/// Why a stream kubectl reads as JSON is not one JSON object, if it is not:
+/// (0-based document, line, message). The tool reads one JSON object (or List)
+/// per file; kubectl 1.32 also reads several objects one after the other, which
+/// the tool refuses with what to do instead.
+pub fn json_problem(bytes: &[u8]) -> Option<(usize, u32, String)> {
+    if !sniffs_json(bytes) {
+        return None;
+    }
+    let line_at =
+        |offset: usize| 1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count() as u32;
+    let mut values =
+        serde_json::Deserializer::from_slice(bytes).into_iter::<serde::de::IgnoredAny>();
+    let mut index = 0;
+    loop {
+        let at = values.byte_offset();
+        let rest = &bytes[at..];
+        let skip = rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(rest.len());
+        if skip == rest.len() {
+            return None;
+        }
+        match values.next() {
+            // serde_json's nesting limit is not kubectl's: the YAML reader's own
+            // limit stands.
+            Some(Err(e)) if e.to_string().starts_with("recursion limit exceeded") => return None,
+            Some(Err(e)) => {
+                return Some((
+                    index,
+                    e.line() as u32,
+                    format!(
+                        "not JSON ({e}): kubectl 1.32 reads a file that starts with `{{` as JSON and refuses YAML in it (`---`, comments, unquoted keys or strings); write it all as JSON, or start the file with `---` to make it YAML"
+                    ),
+                ));
+            }
+            Some(Ok(_)) if index > 0 => {
+                return Some((
+                    index,
+                    line_at(at + skip),
+                    "a second JSON value after the first object: kubectl 1.32 reads a file that starts with `{` as JSON, and this tool reads one JSON object (or a List) per file; put the objects in a List (\"kind\": \"List\", \"items\": [...]) or write YAML".into(),
+                ));
+            }
+            Some(Ok(_)) => index += 1,
+            None => return None,
+        }
+    }
+}
+
 /// Reads one expanded path (`None` is stdin).
 pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
     match file {
@@ -315,12 +382,29 @@ pub fn load_with(input: Input, evict: Option<Evict>, workers: Workers) -> Result
         }
     };
     let docs = super::parallel::parse_stream_each(&input.bytes, &each, workers).map_err(|e| {
-        ReadError::Yaml {
-            file: input.name.clone(),
-            doc: e.index + 1,
-            source: e.error,
+        // Not YAML, and kubectl reads it as JSON: say why it is not JSON.
+        match json_problem(&input.bytes) {
+            Some((doc, line, message)) => ReadError::Invalid {
+                file: input.name.clone(),
+                doc: doc + 1,
+                line,
+                message,
+            },
+            None => ReadError::Yaml {
+                file: input.name.clone(),
+                doc: e.index + 1,
+                source: e.error,
+            },
         }
     })?;
+    if let Some((doc, line, message)) = json_problem(&input.bytes) {
+        return Err(ReadError::Invalid {
+            file: input.name,
+            doc: doc + 1,
+            line,
+            message,
+        });
+    }
     let mut docs = docs;
     let name = input.name;
     super::parse::attach_text(&mut docs, std::sync::Arc::new(input.bytes));

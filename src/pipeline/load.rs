@@ -167,13 +167,21 @@ fn check_one(input: Input, evict: Option<Evict>, workers: Workers) -> Checked {
             evict(d);
         }
     };
-    let docs = crate::manifest::parallel::parse_stream_each(&input.bytes, &each, workers)
-        .map_err(|e| refusal(e.error.line(), e.index, e.error.to_string()))?;
+    let docs = crate::manifest::parallel::parse_stream_each(&input.bytes, &each, workers).map_err(
+        |e| match read::json_problem(&input.bytes) {
+            // Not YAML, and kubectl reads it as JSON: say why it is not JSON.
+            Some((index, line, message)) => refusal(line, index, message),
+            None => refusal(e.error.line(), e.index, e.error.to_string()),
+        },
+    )?;
     // A list needs no apiVersion of its own: kubectl applies its items.
     let is_object =
         |n: &Node| n.get("kind").is_some() && (n.get("apiVersion").is_some() || is_list(n));
     if !docs.iter().any(|d| is_object(d.view())) {
         return Ok(None);
+    }
+    if let Some((index, line, message)) = read::json_problem(&input.bytes) {
+        return Err(refusal(line, index, message));
     }
     // (A document dropped as read had no problem.)
     for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {

@@ -6,7 +6,8 @@
 use std::io::Write;
 
 use crate::error::{Error, Result};
-use crate::manifest::batch::Batch;
+use crate::manifest::batch::{is_list, list_items, Batch};
+use crate::manifest::read;
 use crate::manifest::{from_json, splice, to_json, Document, Node, YamlWriter};
 use crate::report::{self, Finding, ObjectReport, Severity, Status};
 
@@ -62,6 +63,17 @@ fn emit_chunk(docs: &[&Document], last_chunk: bool) -> Vec<u8> {
 /// spliced in (see `manifest::splice`); sources one after the other, separated by
 /// `---` where the next one does not start with it.
 pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
+    let json = batch.sources.iter().filter(|s| has_text(s)).all(is_json);
+    if json && batch.sources.iter().any(has_text) {
+        // JSON in, JSON out: one object, or a List of all.
+        let docs: Vec<&Document> = batch.sources.iter().flat_map(|s| &s.docs).collect();
+        return out.write_all(&json_docs(&docs));
+    }
+    if batch.sources.first().is_some_and(is_json) {
+        // kubectl reads a stream that starts with `{` as JSON: YAML follows, so
+        // the stream must start as YAML.
+        out.write_all(b"---\n")?;
+    }
     if batch
         .sources
         .iter()
@@ -117,10 +129,98 @@ pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
 /// How much output `write_stream` gathers before writing it.
 const SPILL: usize = 1 << 20;
 
-/// One source's documents as its new file content.
+/// One source's documents as its new file content: JSON stays JSON (one object,
+/// or a List of all).
 pub fn render_source(docs: &[Document]) -> Vec<u8> {
+    if docs
+        .iter()
+        .find_map(|d| d.text.as_deref())
+        .is_some_and(|t| read::sniffs_json(t))
+    {
+        return json_docs(&docs.iter().collect::<Vec<_>>());
+    }
     let mut out = Vec::new();
     splice::write_docs(docs, &mut out);
+    out
+}
+
+fn has_text(s: &crate::manifest::batch::Source) -> bool {
+    s.docs.iter().any(|d| d.text.is_some())
+}
+
+/// Whether kubectl reads the source as JSON (it starts with `{`).
+fn is_json(s: &crate::manifest::batch::Source) -> bool {
+    s.docs
+        .iter()
+        .find_map(|d| d.text.as_deref())
+        .is_some_and(|t| read::sniffs_json(t))
+}
+
+/// Documents read from JSON (edited in place, as JSON) and new ones as one JSON
+/// value kubectl reads: the one object as written, or a v1 List of all of them,
+/// a List's items taken into it (kubectl refuses a List inside a List).
+fn json_docs(docs: &[&Document]) -> Vec<u8> {
+    let texts: Vec<Vec<u8>> = docs
+        .iter()
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            let bytes = splice::render_doc(d);
+            let bytes = bytes.strip_prefix(b"---\n").unwrap_or(&bytes);
+            let bytes = bytes.strip_suffix(b"...\n").unwrap_or(bytes);
+            bytes.trim_ascii().to_vec()
+        })
+        .collect();
+    let mut out = Vec::new();
+    if texts.len() == 1 {
+        out.extend_from_slice(&texts[0]);
+        out.push(b'\n');
+        return out;
+    }
+    let values: Vec<serde_json::Value> = texts
+        .iter()
+        .map(|t| serde_json::from_slice(t).expect("a JSON document is written as JSON"))
+        .collect();
+    let is_list = |v: &serde_json::Value| v.get("items").is_some();
+    if !values.iter().any(is_list) {
+        // Each object as it was written, indented into the List's items.
+        out.extend_from_slice(
+            b"{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n",
+        );
+        for (i, text) in texts.iter().enumerate() {
+            for (j, line) in text.split(|&b| b == b'\n').enumerate() {
+                if j > 0 {
+                    out.push(b'\n');
+                }
+                // (JSON has no multi-line token: indenting every line is safe.)
+                if !line.is_empty() {
+                    out.extend_from_slice(b"    ");
+                }
+                out.extend_from_slice(line);
+            }
+            out.extend_from_slice(if i + 1 < texts.len() { b",\n" } else { b"\n" });
+        }
+        out.extend_from_slice(b"  ]\n}\n");
+        return out;
+    }
+    let mut items = Vec::new();
+    for v in values {
+        match v {
+            serde_json::Value::Object(mut m) if m.contains_key("items") => {
+                if let Some(serde_json::Value::Array(a)) = m.remove("items") {
+                    items.extend(a);
+                }
+            }
+            v => items.push(v),
+        }
+    }
+    json_list(items)
+}
+
+/// A v1 List of `items`, pretty-printed.
+fn json_list(items: Vec<serde_json::Value>) -> Vec<u8> {
+    let value = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let mut out = serde_json::to_vec_pretty(&value).expect("JSON values serialize");
+    out.push(b'\n');
     out
 }
 
@@ -150,19 +250,25 @@ fn emit_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
 /// The objects as JSON, with kubectl's values: one object alone, several in a v1 List.
 pub fn render_json(batch: &Batch) -> Vec<u8> {
     let mut objects: Vec<serde_json::Value> = Vec::new();
+    let mut lists = 0;
     for source in &batch.sources {
         for doc in source.docs.iter().filter(|d| !d.is_empty()) {
-            objects.push(to_json(doc.view()));
+            let view = doc.view();
+            if is_list(view) {
+                // kubectl refuses a List inside a List: its items join the output.
+                lists += 1;
+                objects.extend(list_items(view).iter().map(to_json));
+            } else {
+                objects.push(to_json(view));
+            }
         }
     }
-    let value = if objects.len() == 1 {
-        objects.remove(0)
-    } else {
-        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects})
-    };
-    let mut out = serde_json::to_vec_pretty(&value).expect("JSON values serialize");
-    out.push(b'\n');
-    out
+    if objects.len() == 1 && lists == 0 {
+        let mut out = serde_json::to_vec_pretty(&objects[0]).expect("JSON values serialize");
+        out.push(b'\n');
+        return out;
+    }
+    json_list(objects)
 }
 
 /// Where a transformed stream goes; shared by the commands that edit manifests.
