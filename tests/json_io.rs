@@ -165,17 +165,26 @@ fn one_json_object_injected_is_a_list_kubectl_reads_on_stdout_and_in_place() {
     );
     assert_kubectl_json("inject -i app.json", &written, &INJECTED);
 
-    // uninject takes it out again: the objects as read, in the List inject made.
+    // uninject takes it out again: the file as it was, the List inject made gone.
     let back = run(&["uninject", "-f", &app], "");
     back.ok();
+    assert_eq!(back.stdout, APP);
     assert_kubectl_json(
         "uninject of the List",
         back.stdout.as_bytes(),
         &["deployment.apps/app"],
     );
-    let objects: Value = serde_json::from_str(&back.stdout).unwrap();
-    let original: Value = serde_json::from_str(APP).unwrap();
-    assert_eq!(objects["items"], Value::Array(vec![original]));
+    // A List the user wrote with one object stays a List.
+    let one = format!(
+        "{{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n{}  ]\n}}\n",
+        APP.lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    );
+    std::fs::write(&app, &one).unwrap();
+    let out = run(&["uninject", "-f", &app], "");
+    out.ok();
+    assert_eq!(out.stdout, one);
 }
 
 #[test]
