@@ -1004,18 +1004,32 @@ fn inline(n: &Node) -> String {
     }
 }
 
-/// Whether a document is written as JSON: its root a flow mapping whose first key
-/// is double-quoted (a YAML flow mapping, `{a: b}`, keeps YAML's style).
+/// Whether a document is written as JSON: its root a flow collection, every
+/// collection in it flow style, every key and string double-quoted (a YAML flow
+/// mapping, `{a: b}`, keeps YAML's style for what is added to it).
 fn written_as_json(root: &Node) -> bool {
-    match &root.value {
-        Value::Map {
-            entries,
-            flow: true,
-        } => entries.first().is_some_and(
-            |(k, _)| matches!(&k.value, Value::Scalar(s) if s.style == Style::DoubleQuoted),
-        ),
-        _ => false,
+    fn json(n: &Node) -> bool {
+        match &n.value {
+            Value::Map { entries, flow } => {
+                *flow
+                    && entries.iter().all(|(k, v)| {
+                        matches!(&k.value, Value::Scalar(s) if s.style == Style::DoubleQuoted)
+                            && json(v)
+                    })
+            }
+            Value::Seq { items, flow } => *flow && items.iter().all(json),
+            Value::Scalar(s) => match s.style {
+                Style::DoubleQuoted => true,
+                Style::Plain => !matches!(
+                    super::scalar::resolve_plain(&s.text),
+                    super::scalar::Resolved::Str
+                ),
+                _ => false,
+            },
+            Value::Alias(_) => false,
+        }
     }
+    root.is_flow() && json(root)
 }
 
 /// A node as JSON on one line, `{"a": 1, "b": [2, 3]}`, its values as kubectl
