@@ -305,9 +305,11 @@ fn generated_corpus_injects_cleanly_and_idempotently() {
     again.ok();
     assert_eq!(again.stdout, k.stdout);
     let its = items(&rl(&k));
+    // Each item as a JSON document of a YAML stream: it starts with `---`, as
+    // kubectl 1.32 reads a stream that starts with `{` as JSON only.
     let v = validate_stdin(
         &its.iter()
-            .map(|i| serde_json::to_string(i).unwrap() + "\n---\n")
+            .map(|i| "---\n".to_string() + &serde_json::to_string(i).unwrap() + "\n")
             .collect::<String>(),
     );
     v.ok();

@@ -257,10 +257,10 @@ fn no_path_on_a_terminal_is_a_usage_error() {
 }
 
 #[test]
-fn inject_dir_leaves_kustomize_and_local_config_out_and_reports_briefly() {
+fn inject_dir_leaves_hidden_and_local_config_out_and_reports_briefly() {
     let mut files = vec![
         ("app/deployment.yaml", DEPLOYMENT.to_string()),
-        ("app/kustomization.yaml", "resources: [deployment.yaml]\n".to_string()),
+        (".github/workflows/ci.yml", "on: push\njobs: {}\n".to_string()),
         (
             "app/fn-config.yaml",
             "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata:\n  name: cfg\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\nspec: {clusterID: x}\n".to_string(),
@@ -280,7 +280,7 @@ fn inject_dir_leaves_kustomize_and_local_config_out_and_reports_briefly() {
     let tmp = temp_tree(&refs);
     let out = run_in(
         Some(tmp.path()),
-        &["inject", "-f", "app", "--cluster-id", "c1"],
+        &["inject", "-f", ".", "--cluster-id", "c1"],
         b"",
     );
     out.ok();
@@ -297,7 +297,9 @@ fn inject_dir_leaves_kustomize_and_local_config_out_and_reports_briefly() {
          role/nvcf-worker-web generated\n\
          rolebinding/nvcf-worker-web generated\n\
          job/once skipped: not selected\n\
-         2 workloads: 1 injected, 0 unchanged, 1 skipped; 3 objects generated; 20 other objects passed through unchanged; 2 files or objects left out (kustomization or local-config)\n\
+         2 workloads: 1 injected, 0 unchanged, 1 skipped; 3 objects generated; 20 other objects passed through unchanged; 2 files or objects left out\n\
+         left out: ./.github: hidden (kpt reads it, this tool does not; name it with -f to read it)\n\
+         left out: ./app/fn-config.yaml: document 1 (WorkerIdentity cfg): local config (config.kubernetes.io/local-config: \"true\"), never applied; name the file with -f to take it whole\n\
          note: ICMS accepts a worker token only for pods the NVCF agent registers (pods it makes itself); see README, \"When ICMS accepts the token\"\n",
     );
     // A file named on its own is taken whole.

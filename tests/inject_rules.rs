@@ -697,7 +697,9 @@ fn untouched_scalars_keep_text_and_style() {
 fn json_input_gives_json_compatible_output() {
     let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "jp", "namespace": "ns", "labels": {"nvcf.io/worker": "true"}}, "spec": {"containers": [{"name": "a", "image": "x", "env": [{"name": "A", "value": "0777"}]}]}}"#;
     let svc = r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "ns"}, "spec": {"ports": [{"port": 80}]}}"#;
-    let stream = format!("{pod}\n---\n{svc}\n");
+    // A YAML stream of JSON documents: it starts with `---`, as kubectl 1.32 reads
+    // a stream that starts with `{` as JSON only (`tests/json_io.rs`).
+    let stream = format!("---\n{pod}\n---\n{svc}\n");
     let out = inject(&stream, &[]);
     out.ok();
     // Every document of the output is one line of JSON: the input's lines as they
@@ -1244,9 +1246,9 @@ fn per_namespace_naming_gives_one_nvcf_worker_per_namespace() {
         // Its output validates clean and injects again unchanged.
         let yaml: String = objs
             .iter()
-            .map(|o| serde_json::to_string(o).unwrap())
+            .map(|o| "---\n".to_string() + &serde_json::to_string(o).unwrap())
             .collect::<Vec<_>>()
-            .join("\n---\n");
+            .join("\n");
         validate_stdin(&yaml).ok();
         let again = krm(&resource_list(&yaml, &cfg));
         again.ok();

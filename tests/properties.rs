@@ -1100,21 +1100,29 @@ fn check_selected(
     Ok(())
 }
 
-/// Structural: what `-o json` must say about a YAML stream, each document's values
-/// by the crate's parser, one object or a List of them (what kubectl sends for both
-/// is compared by the oracle beside it).
+/// Structural: what `-o json` must say about a YAML stream, each object's values by
+/// the crate's parser, one alone or several in one v1 List (a List's items joining
+/// it: kubectl refuses a List inside a List); what kubectl sends for both is
+/// compared by the oracle beside it.
 fn json_of_yaml(yaml: &[u8]) -> serde_json::Value {
     let docs = parse_stream(yaml).expect("output re-parses");
-    let mut objects: Vec<serde_json::Value> = docs
+    let docs: Vec<serde_json::Value> = docs
         .iter()
         .filter(|d| !d.is_empty())
         .map(|d| to_json(d.view()))
         .collect();
-    if objects.len() == 1 {
-        objects.remove(0)
-    } else {
-        json!({"apiVersion": "v1", "kind": "List", "items": objects})
+    if docs.len() == 1 && docs[0].get("items").is_none() {
+        return docs[0].clone();
     }
+    let mut objects = Vec::new();
+    for d in docs {
+        match d.get("items") {
+            Some(serde_json::Value::Array(items)) => objects.extend(items.iter().cloned()),
+            Some(_) => {}
+            None => objects.push(d),
+        }
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": objects})
 }
 
 fn check_clean(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {

@@ -216,7 +216,7 @@ pub fn to_json(n: &Node) -> serde_json::Value {
     }
 }
 
-fn key_string(k: &Node) -> String {
+pub(crate) fn key_string(k: &Node) -> String {
     match &k.value {
         Value::Scalar(s) => super::scalar::json_key(s, k.tag()).into_owned(),
         _ => String::new(),

@@ -64,24 +64,265 @@ fn is_manifest(p: &Path) -> bool {
 }
 
 /// Expands paths (`-` is stdin, `None` here; directories are walked in name order,
-/// following symlinks but never twice into the same directory).
+/// following symlinks but never twice into the same directory, as `walk` reads
+/// them).
 pub fn expand(paths: &[String]) -> Result<Vec<Option<PathBuf>>> {
-    let mut files = Vec::new();
+    Ok(expand_walked(paths)?.files)
+}
+
+/// What walking the paths found: the files to read, and what a directory holds
+/// that is left out.
+#[derive(Debug, Default)]
+pub struct Walked {
+    pub files: Vec<Option<PathBuf>>,
+    /// Hidden files and folders (names that start with `.`) under a directory
+    /// named: kpt 1.0 reads them, this tool does not (`.github/`, `.expected/`).
+    pub hidden: Vec<PathBuf>,
+    /// Paths a `.krmignore` leaves out, as kpt does.
+    pub ignored: Vec<PathBuf>,
+    /// Files reached through a symlink that leaves the directory named: (the
+    /// path as walked, the real file).
+    pub outside: Vec<(PathBuf, PathBuf)>,
+}
+
+/// `expand`, with what was left out.
+pub fn expand_walked(paths: &[String]) -> Result<Walked> {
+    let mut walked = Walked::default();
     let mut seen_dirs = HashSet::new();
     for p in paths {
         if p == "-" {
-            files.push(None);
+            walked.files.push(None);
             continue;
         }
         let path = PathBuf::from(p);
         let meta = std::fs::metadata(&path).map_err(|e| ReadError::io(p, e))?;
         if meta.is_dir() {
-            walk(&path, &mut files, &mut seen_dirs)?;
+            let root = std::fs::canonicalize(&path).map_err(|e| ReadError::io(p, e))?;
+            let mut seen_files = HashSet::new();
+            let mut at = Walk {
+                root: &root,
+                walked: &mut walked,
+                seen: &mut seen_dirs,
+                seen_files: &mut seen_files,
+            };
+            walk(&path, &[], false, &mut at)?;
         } else {
-            files.push(Some(path));
+            walked.files.push(Some(path));
         }
     }
-    Ok(files)
+    Ok(walked)
+}
+
+/// The file kpt reads, in a package's directory, for the paths to leave out.
+pub const KRMIGNORE: &str = ".krmignore";
+
+/// One `.krmignore` line (gitignore syntax, as kpt reads it with go-gitignore):
+/// relative to the directory that holds the file.
+#[derive(Debug, Clone)]
+struct Ignore {
+    base: PathBuf,
+    pattern: String,
+    negate: bool,
+    dir_only: bool,
+    /// Matched against the whole path under `base` (the pattern has a `/`), or
+    /// against any trailing part of it.
+    anchored: bool,
+}
+
+fn read_krmignore(dir: &Path) -> Result<Vec<Ignore>> {
+    let file = dir.join(KRMIGNORE);
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ReadError::io(file.display().to_string(), e)),
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (negate, line) = match line.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, line),
+        };
+        let (dir_only, line) = match line.strip_suffix('/') {
+            Some(rest) => (true, rest),
+            None => (false, line),
+        };
+        let anchored = line.contains('/');
+        let pattern = line.trim_start_matches('/').to_string();
+        if pattern.is_empty() {
+            continue;
+        }
+        out.push(Ignore {
+            base: dir.to_path_buf(),
+            pattern,
+            negate,
+            dir_only,
+            anchored,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether the last `.krmignore` line that matches `path` leaves it out.
+fn ignored(rules: &[Ignore], path: &Path, is_dir: bool) -> bool {
+    let mut out = false;
+    for r in rules {
+        if r.dir_only && !is_dir {
+            continue;
+        }
+        let Ok(rel) = path.strip_prefix(&r.base) else {
+            continue;
+        };
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let hit = if r.anchored {
+            glob_match(&r.pattern, &rel.join("/"))
+        } else {
+            rel.last().is_some_and(|name| glob_match(&r.pattern, name))
+        };
+        if hit {
+            out = !r.negate;
+        }
+    }
+    out
+}
+
+/// gitignore's globs: `*` and `?` within one path segment, `**` across them,
+/// `[...]` a class, `\\` an escape.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some('*') if p.get(1) == Some(&'*') => {
+                // `**/` matches no segment too.
+                let rest = if p.get(2) == Some(&'/') {
+                    &p[3..]
+                } else {
+                    &p[2..]
+                };
+                (0..=t.len()).any(|i| go(rest, &t[i..]))
+                    || (p.get(2) == Some(&'/') && go(&p[2..], t))
+            }
+            Some('*') => {
+                for i in 0..=t.len() {
+                    if go(&p[1..], &t[i..]) {
+                        return true;
+                    }
+                    if i < t.len() && t[i] == '/' {
+                        return false;
+                    }
+                }
+                false
+            }
+            Some('?') => t.first().is_some_and(|&c| c != '/') && go(&p[1..], &t[1..]),
+            Some('[') => {
+                let Some(close) = p.iter().skip(1).position(|&c| c == ']').map(|i| i + 1) else {
+                    return t.first() == Some(&'[') && go(&p[1..], &t[1..]);
+                };
+                let Some(&c) = t.first() else { return false };
+                let class = &p[1..close];
+                let (negated, class) = match class.first() {
+                    Some('!' | '^') => (true, &class[1..]),
+                    _ => (false, class),
+                };
+                let mut hit = false;
+                let mut i = 0;
+                while i < class.len() {
+                    if i + 2 < class.len() && class[i + 1] == '-' {
+                        hit |= class[i] <= c && c <= class[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= class[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != negated && c != '/' && go(&p[close + 1..], &t[1..])
+            }
+            Some('\\') if p.len() > 1 => t.first() == Some(&p[1]) && go(&p[2..], &t[1..]),
+            Some(&c) => t.first() == Some(&c) && go(&p[1..], &t[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    go(&p, &t)
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+/// How much of a stream kubectl looks at to tell JSON from YAML
+/// (apimachinery's `YAMLOrJSONDecoder` buffer).
+const SNIFF: usize = 4096;
+
+/// Whether kubectl reads `bytes` as JSON: its first 4096 bytes, after white space,
+/// start with `{` (apimachinery's `GuessJSONStream`). kubectl 1.32 then reads the
+/// whole stream as JSON values and refuses anything else (`---`, a comment, an
+/// unquoted key).
+pub fn sniffs_json(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(SNIFF)];
+    // A character cut at the buffer's end is not white space: Go stops there too.
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).expect("valid prefix"),
+    };
+    text.trim_start().starts_with('{')
+}
+
+/// Why a stream kubectl reads as JSON is not one JSON object, if it is not:
+/// (0-based document, line, message). The tool reads one JSON object (or List)
+/// per file; kubectl 1.32 also reads several objects one after the other, which
+/// the tool refuses with what to do instead.
+pub fn json_problem(bytes: &[u8]) -> Option<(usize, u32, String)> {
+    if !sniffs_json(bytes) {
+        return None;
+    }
+    let line_at =
+        |offset: usize| 1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count() as u32;
+    let mut values =
+        serde_json::Deserializer::from_slice(bytes).into_iter::<serde::de::IgnoredAny>();
+    let mut index = 0;
+    loop {
+        let at = values.byte_offset();
+        let rest = &bytes[at..];
+        let skip = rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(rest.len());
+        if skip == rest.len() {
+            return None;
+        }
+        match values.next() {
+            // serde_json's nesting limit is not kubectl's: the YAML reader's own
+            // limit stands.
+            Some(Err(e)) if e.to_string().starts_with("recursion limit exceeded") => return None,
+            Some(Err(e)) => {
+                return Some((
+                    index,
+                    e.line() as u32,
+                    format!(
+                        "not JSON ({e}): kubectl 1.32 reads a file that starts with `{{` as JSON and refuses YAML in it (`---`, comments, unquoted keys or strings); write it all as JSON, or start the file with `---` to make it YAML"
+                    ),
+                ));
+            }
+            Some(Ok(_)) if index > 0 => {
+                return Some((
+                    index,
+                    line_at(at + skip),
+                    "a second JSON value after the first object: kubectl 1.32 reads a file that starts with `{` as JSON, and this tool reads one JSON object (or a List) per file; put the objects in a List (\"kind\": \"List\", \"items\": [...]) or write YAML".into(),
+                ));
+            }
+            Some(Ok(_)) => index += 1,
+            None => return None,
+        }
+    }
 }
 
 /// Reads one expanded path (`None` is stdin).
@@ -105,12 +346,24 @@ pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
     }
 }
 
-fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf>) -> Result<()> {
+/// One directory walk's state: the named directory (real path), what was found,
+/// the directories entered and the files taken (device, inode).
+struct Walk<'w> {
+    root: &'w Path,
+    walked: &'w mut Walked,
+    seen: &'w mut HashSet<PathBuf>,
+    seen_files: &'w mut HashSet<(u64, u64)>,
+}
+
+fn walk(dir: &Path, inherited: &[Ignore], via_link: bool, at: &mut Walk) -> Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let io = |p: &Path, e| ReadError::io(p.display().to_string(), e);
     let real = std::fs::canonicalize(dir).map_err(|e| io(dir, e))?;
-    if !seen.insert(real) {
+    if !at.seen.insert(real) {
         return Ok(()); // a symlink loop, or the same directory twice
     }
+    let mut rules = inherited.to_vec();
+    rules.extend(read_krmignore(dir)?);
     let mut entries: Vec<(PathBuf, std::fs::FileType)> = std::fs::read_dir(dir)
         .map_err(|e| io(dir, e))?
         .map(|e| e.and_then(|e| Ok((e.path(), e.file_type()?))))
@@ -129,11 +382,54 @@ fn walk(dir: &Path, files: &mut Vec<Option<PathBuf>>, seen: &mut HashSet<PathBuf
         } else {
             file_type.is_dir()
         };
-        if is_dir {
-            walk(&path, files, seen)?;
-        } else if is_manifest(&path) {
-            files.push(Some(path));
+        // kustomize's `Kustomization` (no extension) is walked too, so that the
+        // loader can say the directory is a kustomization.
+        let kustomization = path.file_name().is_some_and(|n| n == "Kustomization");
+        if !is_dir && !is_manifest(&path) && !kustomization {
+            continue;
         }
+        if ignored(&rules, &path, is_dir) {
+            at.walked.ignored.push(path);
+            continue;
+        }
+        if is_hidden(&path) {
+            at.walked.hidden.push(path);
+            continue;
+        }
+        let linked = via_link || file_type.is_symlink();
+        if is_dir {
+            walk(&path, &rules, linked, at)?;
+            continue;
+        }
+        // Read once, and only a regular file: a FIFO named `x.yaml` would block
+        // the run, and a second hard link is the same file again.
+        let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
+        let t = meta.file_type();
+        if !t.is_file() {
+            let what = if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            };
+            return Err(io(
+                &path,
+                std::io::Error::other(format!(
+                    "{what}, not a regular file: a directory's manifests are read from regular files only; name it with -f to read it"
+                )),
+            ));
+        }
+        if !at.seen_files.insert((meta.dev(), meta.ino())) {
+            continue; // a hard link (or symlink) to a file already taken
+        }
+        if linked {
+            let real = std::fs::canonicalize(&path).map_err(|e| io(&path, e))?;
+            if !real.starts_with(at.root) {
+                at.walked.outside.push((path.clone(), real));
+            }
+        }
+        at.walked.files.push(Some(path));
     }
     Ok(())
 }
@@ -315,12 +611,29 @@ pub fn load_with(input: Input, evict: Option<Evict>, workers: Workers) -> Result
         }
     };
     let docs = super::parallel::parse_stream_each(&input.bytes, &each, workers).map_err(|e| {
-        ReadError::Yaml {
-            file: input.name.clone(),
-            doc: e.index + 1,
-            source: e.error,
+        // Not YAML, and kubectl reads it as JSON: say why it is not JSON.
+        match json_problem(&input.bytes) {
+            Some((doc, line, message)) => ReadError::Invalid {
+                file: input.name.clone(),
+                doc: doc + 1,
+                line,
+                message,
+            },
+            None => ReadError::Yaml {
+                file: input.name.clone(),
+                doc: e.index + 1,
+                source: e.error,
+            },
         }
     })?;
+    if let Some((doc, line, message)) = json_problem(&input.bytes) {
+        return Err(ReadError::Invalid {
+            file: input.name,
+            doc: doc + 1,
+            line,
+            message,
+        });
+    }
     let mut docs = docs;
     let name = input.name;
     super::parse::attach_text(&mut docs, std::sync::Arc::new(input.bytes));

@@ -213,6 +213,13 @@ pub fn render_doc(doc: &Document) -> Vec<u8> {
 /// A document written anew, after what preceded its body in the source.
 fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(&text[from..doc.body]);
+    if super::read::sniffs_json(text) {
+        // JSON stays JSON: kubectl reads a source that starts with `{` as JSON.
+        let value = super::emit::to_json(&doc.root);
+        out.extend_from_slice(&serde_json::to_vec_pretty(&value).expect("JSON values serialize"));
+        out.push(b'\n');
+        return;
+    }
     write_emitted(doc, doc.explicit_start, out);
 }
 
@@ -231,6 +238,7 @@ fn splice(
         return None;
     }
     let mut s = Splicer::new(text, old);
+    s.json = super::read::sniffs_json(text) || written_as_json(old);
     s.node(old, new).ok()?;
     let mut edits = s.edits;
     // An insertion goes before a removal or replacement starting at the same place.
@@ -339,6 +347,9 @@ struct Splicer<'t> {
     /// under its key, so added collections look like their neighbours.
     seq_indent: usize,
     map_indent: usize,
+    /// The source is JSON (kubectl reads it as JSON): what is written into it is
+    /// JSON too, keys and strings quoted.
+    json: bool,
 }
 
 impl<'t> Splicer<'t> {
@@ -348,6 +359,7 @@ impl<'t> Splicer<'t> {
             edits: Vec::new(),
             seq_indent: 0,
             map_indent: 2,
+            json: false,
         };
         if let Some(i) = s.find_indent(root, true) {
             s.seq_indent = i;
@@ -356,6 +368,22 @@ impl<'t> Splicer<'t> {
             s.map_indent = i;
         }
         s
+    }
+
+    /// A node written on one line inside a flow collection: JSON in a JSON source.
+    fn flow_text(&self, n: &Node) -> String {
+        match self.json {
+            true => json_line(n),
+            false => flow_text(n),
+        }
+    }
+
+    /// A mapping key on one line: a JSON string in a JSON source.
+    fn inline(&self, k: &Node) -> String {
+        match self.json {
+            true => json_text(&serde_json::Value::String(super::emit::key_string(k))),
+            false => inline(k),
+        }
     }
 
     /// The indentation of the first block list (or mapping) under a key, relative
@@ -510,7 +538,7 @@ impl<'t> Splicer<'t> {
         self.edits.push((
             old.span.start as usize,
             old.span.end as usize,
-            flow_text(new),
+            self.flow_text(new),
         ));
     }
 
@@ -558,7 +586,7 @@ impl<'t> Splicer<'t> {
             let sep = self.flow_separator(open, first.span.start as usize);
             let text: String = new[kept..]
                 .iter()
-                .map(|(k, v)| format!(",{sep}{}: {}", inline(k), flow_text(v)))
+                .map(|(k, v)| format!(",{sep}{}: {}", self.inline(k), self.flow_text(v)))
                 .collect();
             let end = entry_end(&last.0, &last.1);
             self.edits.push((end, end, text));
@@ -643,7 +671,7 @@ impl<'t> Splicer<'t> {
                 let at = old[*next].span.start as usize;
                 let text: String = items
                     .iter()
-                    .map(|n| format!("{},{sep}", flow_text(n)))
+                    .map(|n| format!("{},{sep}", self.flow_text(n)))
                     .collect();
                 edits.push((at, at, text));
             } else {
@@ -651,7 +679,7 @@ impl<'t> Splicer<'t> {
                 let at = old[last].span.end as usize;
                 let text: String = items
                     .iter()
-                    .map(|n| format!(",{sep}{}", flow_text(n)))
+                    .map(|n| format!(",{sep}{}", self.flow_text(n)))
                     .collect();
                 edits.push((at, at, text));
             }
@@ -1008,6 +1036,79 @@ fn inline(n: &Node) -> String {
         }
         Value::Scalar(_) => emitted_line(n),
         _ => flow_text(n),
+    }
+}
+
+/// Whether a document is written as JSON: its root a flow collection, every
+/// collection in it flow style, every key and string double-quoted (a YAML flow
+/// mapping, `{a: b}`, keeps YAML's style for what is added to it).
+fn written_as_json(root: &Node) -> bool {
+    fn json(n: &Node) -> bool {
+        match &n.value {
+            Value::Map { entries, flow } => {
+                *flow
+                    && entries.iter().all(|(k, v)| {
+                        matches!(&k.value, Value::Scalar(s) if s.style == Style::DoubleQuoted)
+                            && json(v)
+                    })
+            }
+            Value::Seq { items, flow } => *flow && items.iter().all(json),
+            Value::Scalar(s) => match s.style {
+                Style::DoubleQuoted => true,
+                Style::Plain => !matches!(
+                    super::scalar::resolve_plain(&s.text),
+                    super::scalar::Resolved::Str
+                ),
+                _ => false,
+            },
+            Value::Alias(_) => false,
+        }
+    }
+    root.is_flow() && json(root)
+}
+
+/// A node as JSON on one line, `{"a": 1, "b": [2, 3]}`, its values as kubectl
+/// reads them (a key is always a string).
+pub fn json_line(n: &Node) -> String {
+    json_text(&super::emit::to_json(n))
+}
+
+fn json_text(value: &serde_json::Value) -> String {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, SpacedJson);
+    serde::Serialize::serialize(value, &mut ser).expect("JSON values serialize");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// serde_json's compact form with a space after `:` and `,`, as JSON written by
+/// hand on one line usually is.
+struct SpacedJson;
+
+impl serde_json::ser::Formatter for SpacedJson {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
     }
 }
 

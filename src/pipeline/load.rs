@@ -27,17 +27,102 @@ fn is_kustomization(path: &std::path::Path) -> bool {
     )
 }
 
-/// A package read to be edited, and how many files and objects were left out.
+/// A package read to be edited, and what was left out (each with why).
 pub struct Package {
     pub sources: Vec<Source>,
-    pub left_out: usize,
+    pub left_out: Vec<String>,
 }
 
-/// Reads a package to edit. In a directory, as kpt reads a package, kustomization
-/// files and (with `leave_out_local`) objects marked
-/// `config.kubernetes.io/local-config: "true"` are left out (the output feeds
-/// `kubectl apply`); a file named on its own, or stdin, is taken whole. The first
-/// file that does not read or decode is the error.
+/// Helm's chart file: a directory that holds one is a chart, to render first.
+const CHART: &str = "Chart.yaml";
+
+/// Walks `paths` as kpt reads a package (`.krmignore` honoured), hidden files
+/// and folders left out, and refuses a directory whose files are not the objects
+/// it stands for: a kustomization (its objects are what `kustomize build` makes)
+/// or a Helm chart (templates). Returns the files and what was left out.
+fn walk_package(
+    paths: &[String],
+    to_files: bool,
+) -> Result<(Vec<Option<std::path::PathBuf>>, Vec<String>)> {
+    let walked = read::expand_walked(paths)?;
+    if to_files {
+        if let Some((link, real)) = walked.outside.first() {
+            return Err(Error::io(
+                link.display().to_string(),
+                std::io::Error::other(format!(
+                    "a symlink to {}, outside {}: rewriting the package would rewrite a file outside it; name the file with -f, or copy it into the package",
+                    real.display(),
+                    paths.join(", ")
+                )),
+            ));
+        }
+    }
+    let refuse = |file: &std::path::Path, message: String| Error::Invalid {
+        file: file.display().to_string(),
+        doc: 1,
+        line: 1,
+        message,
+    };
+    for file in walked.files.iter().flatten() {
+        let dir = file
+            .parent()
+            .map_or(".".into(), |d| d.display().to_string());
+        let dir = if dir.is_empty() { ".".to_string() } else { dir };
+        if is_kustomization(file) {
+            return Err(refuse(
+                file,
+                format!("{dir} is a kustomization: its objects are what kustomize builds, not its files; build it first (kustomize build {dir} | kubectl nvcf-worker inject -f -), run the tool as its transformer (README, \"kustomize\"), or point at the built output"),
+            ));
+        }
+        if file.file_name().and_then(|n| n.to_str()) == Some(CHART) {
+            return Err(refuse(
+                file,
+                format!("{dir} is a Helm chart: its templates are not objects until rendered; render it first (helm template RELEASE {dir} | kubectl nvcf-worker inject -f -), use the Helm post-renderer (README, \"Helm\"), or point at the rendered output"),
+            ));
+        }
+    }
+    let left_out: Vec<String> = walked
+        .hidden
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: hidden (kpt reads it, this tool does not; name it with -f to read it)",
+                p.display()
+            )
+        })
+        .collect();
+    // What `.krmignore` names is left out silently, as kpt does: the package said so.
+    if walked.files.is_empty() {
+        let mut why: Vec<String> = left_out.clone();
+        why.extend(
+            walked
+                .ignored
+                .iter()
+                .map(|p| format!("{}: in .krmignore", p.display())),
+        );
+        return Err(Error::Invalid {
+            file: paths.join(", "),
+            doc: 1,
+            line: 1,
+            message: if why.is_empty() {
+                "no manifests (.yaml, .yml, .json files) in the input".into()
+            } else {
+                format!(
+                    "no manifests (.yaml, .yml, .json files) in the input; left out: {}",
+                    why.join("; ")
+                )
+            },
+        });
+    }
+    Ok((walked.files, left_out))
+}
+
+/// Reads a package to edit (`leave_out_local` is false when the files are
+/// rewritten: then a symlink out of a directory is refused). In a directory, as kpt reads a package (see
+/// `walk_package`), objects marked `config.kubernetes.io/local-config: "true"`
+/// are left out with `leave_out_local` (the output feeds `kubectl apply`), each
+/// named in `left_out`; a file named on its own, or stdin, is taken whole. The
+/// first file that does not read or decode is the error.
 pub fn package(
     paths: &[String],
     leave_out_local: bool,
@@ -45,22 +130,32 @@ pub fn package(
     workers: Workers,
 ) -> Result<Package> {
     let mut sources = Vec::new();
-    let mut left_out = 0;
+    let mut left_out = Vec::new();
     for p in paths {
         let in_dir = p != "-" && std::path::Path::new(p).is_dir();
-        for file in read::expand(std::slice::from_ref(p))? {
-            if in_dir && file.as_deref().is_some_and(is_kustomization) {
-                left_out += 1;
-                continue;
-            }
+        let files = if in_dir {
+            let (files, out) = walk_package(std::slice::from_ref(p), !leave_out_local)?;
+            left_out.extend(out);
+            files
+        } else {
+            read::expand(std::slice::from_ref(p))?
+        };
+        for file in files {
             let input = read::read_input(file)?;
             let hint = looks_like_template(&input.bytes);
             let mut source = read::load_with(input, evict, workers)
                 .map_err(|e| with_template_hint(e.into(), hint))?;
             if in_dir && leave_out_local {
-                let before = source.docs.len();
+                for d in source.docs.iter().filter(|d| is_local_config(d)) {
+                    left_out.push(format!(
+                        "{}: document {} ({} {}): local config ({LOCAL_CONFIG}: \"true\"), never applied; name the file with -f to take it whole",
+                        source.name,
+                        d.index + 1,
+                        d.view().str_at(&["kind"]).unwrap_or(""),
+                        d.view().str_at(&["metadata", "name"]).unwrap_or(""),
+                    ));
+                }
                 source.docs.retain(|d| !is_local_config(d));
-                left_out += before - source.docs.len();
             }
             sources.push(source);
         }
@@ -127,7 +222,14 @@ pub fn files(
     evict: Option<Evict>,
     workers: Workers,
 ) -> Result<(Vec<Checked>, usize)> {
-    let files = read::expand(paths)?;
+    let mut files = Vec::new();
+    for p in paths {
+        if p != "-" && std::path::Path::new(p).is_dir() {
+            files.extend(walk_package(std::slice::from_ref(p), false)?.0);
+        } else {
+            files.extend(read::expand(std::slice::from_ref(p))?);
+        }
+    }
     let count = files.len();
     let (outer, inner) = if count > 1 {
         (workers, Workers::serial())
@@ -167,13 +269,21 @@ fn check_one(input: Input, evict: Option<Evict>, workers: Workers) -> Checked {
             evict(d);
         }
     };
-    let docs = crate::manifest::parallel::parse_stream_each(&input.bytes, &each, workers)
-        .map_err(|e| refusal(e.error.line(), e.index, e.error.to_string()))?;
+    let docs = crate::manifest::parallel::parse_stream_each(&input.bytes, &each, workers).map_err(
+        |e| match read::json_problem(&input.bytes) {
+            // Not YAML, and kubectl reads it as JSON: say why it is not JSON.
+            Some((index, line, message)) => refusal(line, index, message),
+            None => refusal(e.error.line(), e.index, e.error.to_string()),
+        },
+    )?;
     // A list needs no apiVersion of its own: kubectl applies its items.
     let is_object =
         |n: &Node| n.get("kind").is_some() && (n.get("apiVersion").is_some() || is_list(n));
     if !docs.iter().any(|d| is_object(d.view())) {
         return Ok(None);
+    }
+    if let Some((index, line, message)) = read::json_problem(&input.bytes) {
+        return Err(refusal(line, index, message));
     }
     // (A document dropped as read had no problem.)
     for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {

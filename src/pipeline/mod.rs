@@ -122,7 +122,7 @@ pub fn edit(
     }
     // One write: stderr is unbuffered, and a line per object is thousands of calls.
     stderr
-        .write_all(sink::object_report(&outcome.reports, package.left_out).as_bytes())
+        .write_all(sink::object_report(&outcome.reports, &package.left_out).as_bytes())
         .map_err(sink::write_err)?;
     match format {
         StreamFormat::Yaml => {

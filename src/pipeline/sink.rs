@@ -6,7 +6,8 @@
 use std::io::Write;
 
 use crate::error::{Error, Result};
-use crate::manifest::batch::Batch;
+use crate::manifest::batch::{is_list, list_items, Batch};
+use crate::manifest::read;
 use crate::manifest::{from_json, splice, to_json, Document, Node, YamlWriter};
 use crate::report::{self, Finding, ObjectReport, Severity, Status};
 
@@ -62,6 +63,17 @@ fn emit_chunk(docs: &[&Document], last_chunk: bool) -> Vec<u8> {
 /// spliced in (see `manifest::splice`); sources one after the other, separated by
 /// `---` where the next one does not start with it.
 pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
+    let json = batch.sources.iter().filter(|s| has_text(s)).all(is_json);
+    if json && batch.sources.iter().any(has_text) {
+        // JSON in, JSON out: one object, or a List of all.
+        let docs: Vec<&Document> = batch.sources.iter().flat_map(|s| &s.docs).collect();
+        return out.write_all(&json_docs(&docs));
+    }
+    if batch.sources.first().is_some_and(is_json) {
+        // kubectl reads a stream that starts with `{` as JSON: YAML follows, so
+        // the stream must start as YAML.
+        out.write_all(b"---\n")?;
+    }
     if batch
         .sources
         .iter()
@@ -117,10 +129,131 @@ pub fn write_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
 /// How much output `write_stream` gathers before writing it.
 const SPILL: usize = 1 << 20;
 
-/// One source's documents as its new file content.
+/// One source's documents as its new file content: JSON stays JSON (one object,
+/// or a List of all).
 pub fn render_source(docs: &[Document]) -> Vec<u8> {
+    if docs
+        .iter()
+        .find_map(|d| d.text.as_deref())
+        .is_some_and(|t| read::sniffs_json(t))
+    {
+        return json_docs(&docs.iter().collect::<Vec<_>>());
+    }
     let mut out = Vec::new();
     splice::write_docs(docs, &mut out);
+    out
+}
+
+fn has_text(s: &crate::manifest::batch::Source) -> bool {
+    s.docs.iter().any(|d| d.text.is_some())
+}
+
+/// Whether kubectl reads the source as JSON (it starts with `{`).
+fn is_json(s: &crate::manifest::batch::Source) -> bool {
+    s.docs
+        .iter()
+        .find_map(|d| d.text.as_deref())
+        .is_some_and(|t| read::sniffs_json(t))
+}
+
+/// Documents read from JSON (edited in place, as JSON) and new ones as one JSON
+/// value kubectl reads: the one object as written, or a v1 List of all of them,
+/// a List's items taken into it (kubectl refuses a List inside a List).
+fn json_docs(docs: &[&Document]) -> Vec<u8> {
+    let texts: Vec<Vec<u8>> = docs
+        .iter()
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            let bytes = splice::render_doc(d);
+            let bytes = bytes.strip_prefix(b"---\n").unwrap_or(&bytes);
+            let bytes = bytes.strip_suffix(b"...\n").unwrap_or(bytes);
+            bytes.trim_ascii().to_vec()
+        })
+        .collect();
+    let mut out = Vec::new();
+    if texts.len() == 1 {
+        let edited = docs
+            .iter()
+            .any(|d| !d.is_empty() && !matches!(d.edited, crate::manifest::Edited::No));
+        match unwrapped(&texts[0]).filter(|_| edited) {
+            Some(object) => out.extend_from_slice(&object),
+            None => out.extend_from_slice(&texts[0]),
+        }
+        out.push(b'\n');
+        return out;
+    }
+    let values: Vec<serde_json::Value> = texts
+        .iter()
+        .map(|t| serde_json::from_slice(t).expect("a JSON document is written as JSON"))
+        .collect();
+    let is_list = |v: &serde_json::Value| v.get("items").is_some();
+    if !values.iter().any(is_list) {
+        // Each object as it was written, indented into the List's items.
+        out.extend_from_slice(WRAP_HEAD);
+        for (i, text) in texts.iter().enumerate() {
+            for (j, line) in text.split(|&b| b == b'\n').enumerate() {
+                if j > 0 {
+                    out.push(b'\n');
+                }
+                // (JSON has no multi-line token: indenting every line is safe.)
+                if !line.is_empty() {
+                    out.extend_from_slice(b"    ");
+                }
+                out.extend_from_slice(line);
+            }
+            out.extend_from_slice(if i + 1 < texts.len() { b",\n" } else { b"\n" });
+        }
+        out.extend_from_slice(WRAP_TAIL);
+        out.push(b'\n');
+        return out;
+    }
+    let mut items = Vec::new();
+    for v in values {
+        match v {
+            serde_json::Value::Object(mut m) if m.contains_key("items") => {
+                if let Some(serde_json::Value::Array(a)) = m.remove("items") {
+                    items.extend(a);
+                }
+            }
+            v => items.push(v),
+        }
+    }
+    json_list(items)
+}
+
+/// How `json_docs` wraps objects written as they were into a List.
+const WRAP_HEAD: &[u8] = b"{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n";
+const WRAP_TAIL: &[u8] = b"  ]\n}";
+
+/// The one object of a List `json_docs` wrapped, as it was written before,
+/// once an edit (uninject taking the trio out) left it alone: so that uninject
+/// gives back the file inject was given. `None` for any other List.
+fn unwrapped(text: &[u8]) -> Option<Vec<u8>> {
+    let inner = text.strip_prefix(WRAP_HEAD)?.strip_suffix(WRAP_TAIL)?;
+    let inner = inner.strip_suffix(b"\n").unwrap_or(inner);
+    let value: serde_json::Value = serde_json::from_slice(text).ok()?;
+    if value.as_object()?.len() != 3 || value["items"].as_array()?.len() != 1 {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (i, line) in inner.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        if !line.is_empty() {
+            out.extend_from_slice(line.strip_prefix(b"    ")?);
+        }
+    }
+    // The object alone, and nothing else (no trailing comma).
+    serde_json::from_slice::<serde_json::Value>(&out).ok()?;
+    Some(out)
+}
+
+/// A v1 List of `items`, pretty-printed.
+fn json_list(items: Vec<serde_json::Value>) -> Vec<u8> {
+    let value = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let mut out = serde_json::to_vec_pretty(&value).expect("JSON values serialize");
+    out.push(b'\n');
     out
 }
 
@@ -150,19 +283,25 @@ fn emit_stream(batch: &Batch, out: &mut dyn Write) -> std::io::Result<()> {
 /// The objects as JSON, with kubectl's values: one object alone, several in a v1 List.
 pub fn render_json(batch: &Batch) -> Vec<u8> {
     let mut objects: Vec<serde_json::Value> = Vec::new();
+    let mut lists = 0;
     for source in &batch.sources {
         for doc in source.docs.iter().filter(|d| !d.is_empty()) {
-            objects.push(to_json(doc.view()));
+            let view = doc.view();
+            if is_list(view) {
+                // kubectl refuses a List inside a List: its items join the output.
+                lists += 1;
+                objects.extend(list_items(view).iter().map(to_json));
+            } else {
+                objects.push(to_json(view));
+            }
         }
     }
-    let value = if objects.len() == 1 {
-        objects.remove(0)
-    } else {
-        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects})
-    };
-    let mut out = serde_json::to_vec_pretty(&value).expect("JSON values serialize");
-    out.push(b'\n');
-    out
+    if objects.len() == 1 && lists == 0 {
+        let mut out = serde_json::to_vec_pretty(&objects[0]).expect("JSON values serialize");
+        out.push(b'\n');
+        return out;
+    }
+    json_list(objects)
 }
 
 /// Where a transformed stream goes; shared by the commands that edit manifests.
@@ -249,10 +388,16 @@ pub fn write_edited(
 
 /// Replaces every file or none: each new content is written to a temporary file
 /// beside its target (same directory, so the rename cannot cross file systems),
-/// with the target's permissions, and only when all are written are they renamed
-/// over their targets. On a failure before the renames, the temporary files are
-/// removed and no file has changed.
+/// with the target's owner, group and mode, and only when all are written are
+/// they renamed over their targets. On a failure before the renames, or SIGINT or
+/// SIGTERM, the temporary files are removed and no file has changed (a signal
+/// then ends the process as it would have). A target that is not a regular file,
+/// or has other hard links (a rename would split them), is refused first.
 pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
+    for (name, _) in files {
+        check_target(name)?;
+    }
+    let guard = signals::Guard::install();
     let mut temps: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
     let cleanup = |temps: &[(std::path::PathBuf, std::path::PathBuf)]| {
         for (temp, _) in temps {
@@ -267,6 +412,10 @@ pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
                 return Err(e);
             }
         }
+        if guard.caught() {
+            cleanup(&temps);
+            guard.reraise();
+        }
     }
     for (i, (temp, target)) in temps.iter().enumerate() {
         if let Err(e) = std::fs::rename(temp, target) {
@@ -280,15 +429,59 @@ pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
             });
         }
     }
+    // A signal during the renames ends the process once they are all done.
+    if guard.caught() {
+        guard.reraise();
+    }
     Ok(())
 }
 
+/// Refuses a target a rename would not replace faithfully: not a regular file
+/// (a FIFO, a device), or a file with other hard links.
+fn check_target(name: &str) -> Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(name).map_err(|e| Error::io(name, e))?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_block_device() || t.is_char_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(refused(
+            name,
+            format!("{what}: --in-place rewrites regular files only; print the stream instead"),
+        ));
+    }
+    if meta.nlink() > 1 {
+        return Err(refused(
+            name,
+            format!(
+                "has {} hard links; rewriting it in place would split them (the others would keep the old text): print the stream, or make it a file of its own (cp) first",
+                meta.nlink()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A file the tool will not rewrite: an input problem (exit 1), naming it.
+fn refused(name: &str, message: String) -> Error {
+    Error::io(name, std::io::Error::other(message))
+}
+
 /// Writes `bytes` to a new temporary file beside `name`'s real file (a symlink is
-/// followed, so the link stays a link), returning (temporary, target).
+/// followed, so the link stays a link), with the target's owner, group and mode,
+/// returning (temporary, target).
 fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    use std::os::unix::fs::MetadataExt;
     let io = |e| Error::io(name, e);
     let target = std::fs::canonicalize(name).map_err(io)?;
-    let permissions = std::fs::metadata(&target).map_err(io)?.permissions();
+    let meta = std::fs::metadata(&target).map_err(io)?;
     let file_name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -303,7 +496,12 @@ fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::pa
             .create_new(true)
             .open(&temp)?;
         f.write_all(bytes)?;
-        f.set_permissions(permissions)?;
+        // Owner first: changing it clears the setuid and setgid bits, which the
+        // mode then sets again.
+        if meta.uid() != nix_uid(&f)? || meta.gid() != nix_gid(&f)? {
+            std::os::unix::fs::fchown(&f, Some(meta.uid()), Some(meta.gid()))?;
+        }
+        f.set_permissions(meta.permissions())?;
         f.sync_all()
     })();
     match written {
@@ -315,10 +513,89 @@ fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::pa
     }
 }
 
+fn nix_uid(f: &std::fs::File) -> std::io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(f.metadata()?.uid())
+}
+
+fn nix_gid(f: &std::fs::File) -> std::io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(f.metadata()?.gid())
+}
+
+/// SIGINT and SIGTERM while files are replaced: caught, so that the temporary
+/// files are removed, then raised again with the handlers there were before.
+mod signals {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// The signal caught while a guard is installed (0: none). Process-wide, as
+    /// signal dispositions are; a handler may only store an atomic.
+    static CAUGHT: AtomicI32 = AtomicI32::new(0);
+
+    const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+    extern "C" fn record(sig: libc::c_int) {
+        CAUGHT.store(sig, Ordering::SeqCst);
+    }
+
+    pub struct Guard {
+        previous: Vec<(libc::c_int, libc::sigaction)>,
+    }
+
+    impl Guard {
+        pub fn install() -> Guard {
+            CAUGHT.store(0, Ordering::SeqCst);
+            let mut previous = Vec::new();
+            for sig in SIGNALS {
+                // SAFETY: a handler that only stores an atomic; the old action is
+                // kept and restored on drop.
+                unsafe {
+                    let mut action: libc::sigaction = std::mem::zeroed();
+                    action.sa_sigaction = record as extern "C" fn(libc::c_int) as usize;
+                    libc::sigemptyset(&mut action.sa_mask);
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(sig, &action, &mut old) == 0 {
+                        previous.push((sig, old));
+                    }
+                }
+            }
+            Guard { previous }
+        }
+
+        pub fn caught(&self) -> bool {
+            CAUGHT.load(Ordering::SeqCst) != 0
+        }
+
+        /// Restores the handlers and raises the caught signal again: the process
+        /// ends as the signal would have ended it.
+        pub fn reraise(self) -> ! {
+            let sig = CAUGHT.load(Ordering::SeqCst);
+            drop(self);
+            // SAFETY: raising a signal with its previous (usually default) action.
+            unsafe {
+                libc::raise(sig);
+            }
+            // A handler that did not end the process: exit as a shell would report it.
+            std::process::exit(128 + sig);
+        }
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            for (sig, old) in &self.previous {
+                // SAFETY: restoring the action saved by `install`.
+                unsafe {
+                    libc::sigaction(*sig, old, std::ptr::null_mut());
+                }
+            }
+        }
+    }
+}
+
 /// The report on stderr: a line per workload (injected, unchanged, skipped and why)
 /// and per generated object, then one line counting everything else, so that the
 /// lines that matter are not lost among a line per ConfigMap.
-pub fn object_report(reports: &[ObjectReport], left_out: usize) -> String {
+pub fn object_report(reports: &[ObjectReport], left_out: &[String]) -> String {
     let mut out = String::new();
     let (mut injected, mut unchanged, mut skipped, mut generated, mut others) = (0, 0, 0, 0, 0);
     let (mut updated, mut uninjected, mut removed) = (0, 0, 0);
@@ -360,13 +637,16 @@ pub fn object_report(reports: &[ObjectReport], left_out: usize) -> String {
         if removed > 0 { format!("{} removed; ", n(removed, "object", "objects")) } else { String::new() },
         n(others, "other object", "other objects"),
     ));
-    if left_out > 0 {
+    if !left_out.is_empty() {
         out.push_str(&format!(
-            "; {} left out (kustomization or local-config)",
-            n(left_out, "file or object", "files or objects")
+            "; {} left out",
+            n(left_out.len(), "file or object", "files or objects")
         ));
     }
     out.push('\n');
+    for l in left_out {
+        out.push_str(&format!("left out: {l}\n"));
+    }
     if injected + updated > 0 {
         out.push_str(REGISTRATION_NOTE);
         out.push('\n');

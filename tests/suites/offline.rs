@@ -19,6 +19,8 @@ mod fn_config;
 mod guard_rules;
 #[path = "../hostile.rs"]
 mod hostile;
+#[path = "../in_place_safety.rs"]
+mod in_place_safety;
 #[path = "../inject_rules.rs"]
 mod inject_rules;
 #[path = "../policy.rs"]

@@ -23,5 +23,9 @@ mod examples;
 mod friction;
 #[path = "../helm.rs"]
 mod helm;
+#[path = "../json_io.rs"]
+mod json_io;
+#[path = "../package_dirs.rs"]
+mod package_dirs;
 #[path = "../readme_commands.rs"]
 mod readme_commands;
