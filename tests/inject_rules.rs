@@ -717,23 +717,16 @@ fn json_input_gives_json_compatible_output() {
         );
     }
     assert_eq!(parsed.len(), 5);
-    // What kubectl reads of it. The current release reads the documents as written;
-    // kubectl 1.32 refuses the stream: its decoder reads a stream that starts with
-    // `{` as JSON to the end, and a `---` line is no JSON. Found by decoding the output
-    // with kubectl's own decoder rather than the crate's parser (issue 22); pinned
-    // here, so that the test fails once the output is fixed and this is left over.
+    // What kubectl reads of it, both releases: the documents as written (the
+    // stream starts with `---`, so kubectl 1.32 reads it as YAML, not as JSON).
     let read = kubectl_by_release(&[out.stdout.as_bytes()]);
+    assert_eq!(read.len(), 2, "both oracles ran");
     for (release, per) in &read {
-        match release.as_str() {
-            "oracle-1.32" => assert!(
-                per[0]
-                    .as_ref()
-                    .is_err_and(|e| e.contains("invalid character '-' in numeric literal")),
-                "kubectl 1.32 reads the JSON output now ({:?}): drop this pin and compare with objects()",
-                per[0]
-            ),
-            _ => assert_eq!(per[0], Ok(parsed.clone()), "{release}: JSON and kubectl's readings agree"),
-        }
+        assert_eq!(
+            per[0],
+            Ok(parsed.clone()),
+            "{release}: JSON and kubectl's readings agree"
+        );
     }
     assert_contract(&parsed, "Pod", "jp", "ns", &["a"]);
     assert_eq!(parsed[4], serde_json::from_str::<Value>(svc).unwrap());

@@ -1398,19 +1398,12 @@ proptest! {
         let json: serde_json::Value = serde_json::from_slice(&json_text).unwrap();
         // Structural: -o json is one object, or a List of the documents.
         prop_assert_eq!(&json, &json_of_yaml(&yaml));
-        // Meaning: kubectl sends the same objects for either; except where -o json
-        // nests a List document in the List it wraps the documents in, which kubectl
-        // refuses (pinned by `o_json_nests_a_list_document_that_kubectl_refuses`).
+        // Meaning: kubectl sends the same objects for either; -o json never nests a
+        // List (`o_json_never_nests_a_list_document`).
+        prop_assert!(!nests_a_list(&json), "{}", json);
         let read = support::kubectl_objects_of(&[&yaml, &json_text]);
         let from_yaml = read[0].as_ref().expect("kubectl decodes the YAML output");
-        if nests_a_list(&json) {
-            prop_assert!(
-                read[1].as_ref().is_err_and(|e| e.contains("is not a list")),
-                "{:?}", read[1]
-            );
-        } else {
-            prop_assert_eq!(Ok(from_yaml), read[1].as_ref());
-        }
+        prop_assert_eq!(Ok(from_yaml), read[1].as_ref());
         prop_assert_eq!(run(&yaml, "yaml"), yaml);
     }
 }
@@ -1423,14 +1416,12 @@ fn nests_a_list(json: &serde_json::Value) -> bool {
             .is_some_and(|items| items.iter().any(|i| i["kind"] == "List"))
 }
 
-/// A defect found by reading `-o json` output with kubectl's decoder (issue 22),
-/// pinned until src/ fixes it: with a v1 List beside other documents, `inject -o json`
-/// wraps the documents in a List with the List as an item, which kubectl (1.32 and
-/// current) refuses, as the tool's own NVW001 says of such input ("a list inside a
-/// list; kubectl refuses it"). When this fails, the output is fixed: drop the pin
-/// here and its exception in `binary_yaml_and_json_outputs_agree`.
+/// Found by reading `-o json` output with kubectl's decoder (issue 22), fixed in
+/// issue 25: with a v1 List beside other documents, `inject -o json` wrapped the
+/// documents in a List with the List as an item, which kubectl refuses. A List's
+/// items now join the one output List.
 #[test]
-fn o_json_nests_a_list_document_that_kubectl_refuses() {
+fn o_json_never_nests_a_list_document() {
     let input = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n";
     let run = |format: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-nvcf-worker"))
@@ -1453,7 +1444,7 @@ fn o_json_nests_a_list_document_that_kubectl_refuses() {
         out.stdout
     };
     let (yaml, json) = (run("yaml"), run("json"));
-    assert!(nests_a_list(&serde_json::from_slice(&json).unwrap()));
+    assert!(!nests_a_list(&serde_json::from_slice(&json).unwrap()));
     let read = support::kubectl_objects_of(&[input.as_bytes(), &yaml, &json]);
     assert_eq!(
         read[0].as_ref().unwrap().len(),
@@ -1461,10 +1452,7 @@ fn o_json_nests_a_list_document_that_kubectl_refuses() {
         "kubectl takes the input"
     );
     assert_eq!(read[1], read[0], "and the YAML output, as the input");
-    let refused = read[2]
-        .as_ref()
-        .expect_err("kubectl refuses the -o json output");
-    assert!(refused.contains("is not a list"), "{refused}");
+    assert_eq!(read[2], read[0], "and the -o json output, as the input");
 }
 
 /// The generator must produce what the properties talk about; otherwise they could
