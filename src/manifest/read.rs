@@ -356,7 +356,7 @@ struct Walk<'w> {
 }
 
 fn walk(dir: &Path, inherited: &[Ignore], via_link: bool, at: &mut Walk) -> Result<()> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    use std::os::unix::fs::MetadataExt;
     let io = |p: &Path, e| ReadError::io(p.display().to_string(), e);
     let real = std::fs::canonicalize(dir).map_err(|e| io(dir, e))?;
     if !at.seen.insert(real) {
@@ -406,13 +406,7 @@ fn walk(dir: &Path, inherited: &[Ignore], via_link: bool, at: &mut Walk) -> Resu
         let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
         let t = meta.file_type();
         if !t.is_file() {
-            let what = if t.is_fifo() {
-                "a FIFO"
-            } else if t.is_socket() {
-                "a socket"
-            } else {
-                "a device"
-            };
+            let what = special_file(&t).unwrap_or("a device");
             return Err(io(
                 &path,
                 std::io::Error::other(format!(
@@ -694,4 +688,19 @@ pub fn decode_like_kubectl(name: &str, bytes: &[u8]) -> Result<Vec<Decoded>> {
             object: super::emit::to_json(o.node),
         })
         .collect())
+}
+
+/// What a file that is not a regular file is, for a message: a FIFO, a socket, a
+/// device (`None` for anything else).
+pub fn special_file(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_block_device() || t.is_char_device() {
+        Some("a device")
+    } else {
+        None
+    }
 }

@@ -1080,6 +1080,15 @@ fn json_text(value: &serde_json::Value) -> String {
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
+/// `, ` before every item or entry but the first.
+fn comma_space<W: ?Sized + std::io::Write>(w: &mut W, first: bool) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        w.write_all(b", ")
+    }
+}
+
 /// serde_json's compact form with a space after `:` and `,`, as JSON written by
 /// hand on one line usually is.
 struct SpacedJson;
@@ -1090,22 +1099,14 @@ impl serde_json::ser::Formatter for SpacedJson {
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
+        comma_space(w, first)
     }
     fn begin_object_key<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
+        comma_space(w, first)
     }
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         w.write_all(b": ")

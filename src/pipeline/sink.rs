@@ -439,19 +439,11 @@ pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
 /// Refuses a target a rename would not replace faithfully: not a regular file
 /// (a FIFO, a device), or a file with other hard links.
 fn check_target(name: &str) -> Result<()> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(name).map_err(|e| Error::io(name, e))?;
     let t = meta.file_type();
     if !t.is_file() {
-        let what = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_socket() {
-            "a socket"
-        } else if t.is_block_device() || t.is_char_device() {
-            "a device"
-        } else {
-            "not a regular file"
-        };
+        let what = crate::manifest::read::special_file(&t).unwrap_or("not a regular file");
         return Err(refused(
             name,
             format!("{what}: --in-place rewrites regular files only; print the stream instead"),
