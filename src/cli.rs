@@ -96,6 +96,15 @@ pub enum Command {
         kubectl nvcf-worker completion kubectl    # after krew install: links the helper kubectl runs"
     )]
     Completion(CompletionArgs),
+    /// Print the tool's version (as --version does; -o json or yaml for scripts).
+    #[command(
+        after_help = "Examples:\n  kubectl nvcf-worker version\n  kubectl nvcf-worker version -o json"
+    )]
+    Version {
+        /// Output format: the plain line, or an object with the version.
+        #[arg(short = 'o', long = "output", value_enum)]
+        output: Option<VersionFormat>,
+    },
     /// Print the man page (roff), or write it and one page per subcommand into a directory.
     #[command(
         after_help = "Examples:\n  kubectl-nvcf-worker man > kubectl-nvcf-worker.1\n  kubectl-nvcf-worker man --dir ~/.local/share/man/man1"
@@ -105,6 +114,12 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum VersionFormat {
+    Json,
+    Yaml,
 }
 
 #[derive(clap::Args, Debug)]
@@ -565,13 +580,23 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
                 .map_err(|e| Error::io("<stdout>", e))
         }
         Some(Command::Completion(args)) => completion(args, stdout),
+        Some(Command::Version { output }) => {
+            let version = env!("CARGO_PKG_VERSION");
+            let text = match output {
+                None => format!("kubectl-nvcf-worker {version}\n"),
+                Some(VersionFormat::Json) => format!("{{\n  \"version\": \"{version}\"\n}}\n"),
+                Some(VersionFormat::Yaml) => format!("version: {version}\n"),
+            };
+            stdout
+                .write_all(text.as_bytes())
+                .map_err(|e| Error::io("<stdout>", e))
+        }
         Some(Command::Man { dir: None }) => {
             write_man_page(stdout).map_err(|e| Error::io("<stdout>", e))
         }
         Some(Command::Man { dir: Some(dir) }) => {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
-            clap_mangen::generate_to(Cli::command().name("kubectl-nvcf-worker"), &dir)
-                .map_err(|e| Error::io(dir.display().to_string(), e))?;
+            write_man_pages(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
             writeln!(stdout, "wrote man pages to {}", dir.display())
                 .map_err(|e| Error::io("<stdout>", e))
         }
@@ -721,38 +746,143 @@ fn mutating_policy(args: PolicyArgs, stdout: &mut dyn Write) -> Result<()> {
         .map_err(|e| Error::io("<stdout>", e))
 }
 
+/// Text for roff: backslashes and hyphens escaped, a leading control character defused.
+fn roff(s: &str) -> String {
+    let s = s.replace('\\', "\\e").replace('-', "\\-");
+    if s.starts_with(['.', '\'']) {
+        format!("\\&{s}")
+    } else {
+        s
+    }
+}
+
+/// A SYNOPSIS that names each option's value (`[--cluster-id ID]`) and marks what
+/// repeats: clap_mangen 0.2 writes `[--cluster-id]`, as if every option were a flag.
+fn write_synopsis(cmd: &clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
+    use clap::ArgAction;
+    let bold = |s: &str| format!("\\fB{}\\fR", roff(s));
+    let italic = |s: &str| format!("\\fI{}\\fR", roff(s));
+    let mut line = vec![bold(cmd.get_bin_name().unwrap_or(cmd.get_name()))];
+    let value = |arg: &clap::Arg| match arg.get_value_names() {
+        Some(names) => names
+            .iter()
+            .map(|n| italic(n))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => italic(&arg.get_id().as_str().to_uppercase()),
+    };
+    let repeats =
+        |arg: &clap::Arg| matches!(arg.get_action(), ArgAction::Append | ArgAction::Count);
+    let bracket = |arg: &clap::Arg, text: String| {
+        let text = if repeats(arg) {
+            format!("{text}...")
+        } else {
+            text
+        };
+        if arg.is_required_set() {
+            text
+        } else {
+            format!("[{text}]")
+        }
+    };
+    for arg in cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !a.is_positional())
+    {
+        let mut names = Vec::new();
+        if let Some(short) = arg.get_short() {
+            names.push(bold(&format!("-{short}")));
+        }
+        if let Some(long) = arg.get_long() {
+            names.push(bold(&format!("--{long}")));
+        }
+        let mut text = names.join("|");
+        if arg.get_action().takes_values() {
+            text.push(' ');
+            text.push_str(&value(arg));
+        }
+        line.push(bracket(arg, text));
+    }
+    for arg in cmd.get_positionals().filter(|a| !a.is_hide_set()) {
+        line.push(bracket(arg, value(arg)));
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        line.push(format!("[{}]", italic("COMMAND")));
+    }
+    writeln!(out, ".SH SYNOPSIS\n{}", line.join(" "))
+}
+
+/// One page as clap_mangen renders it, with `write_synopsis`'s synopsis; the main
+/// page's subcommand list is `subcommands` when given.
+fn write_page(
+    cmd: &clap::Command,
+    out: &mut dyn Write,
+    subcommands: Option<&dyn Fn(&mut dyn Write) -> std::io::Result<()>>,
+) -> std::io::Result<()> {
+    let man = clap_mangen::Man::new(cmd.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    write_synopsis(cmd, out)?;
+    man.render_description_section(out)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(out)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        match subcommands {
+            Some(list) => list(out)?,
+            None => man.render_subcommands_section(out)?,
+        }
+    }
+    if cmd.get_after_long_help().is_some() || cmd.get_after_help().is_some() {
+        man.render_extra_section(out)?;
+    }
+    if cmd.get_version().or(cmd.get_long_version()).is_some() {
+        man.render_version_section(out)?;
+    }
+    Ok(())
+}
+
 /// The main man page alone. Its subcommand list names the commands themselves,
 /// not `kubectl-nvcf-worker-inject(1)` pages that a single page on stdout does not
 /// bring along (`man --dir` writes those and the references that go with them).
 fn write_man_page(out: &mut dyn Write) -> std::io::Result<()> {
-    let cmd = Cli::command().name("kubectl-nvcf-worker");
-    let man = clap_mangen::Man::new(cmd.clone());
-    man.render_title(out)?;
-    man.render_name_section(out)?;
-    man.render_synopsis_section(out)?;
-    man.render_description_section(out)?;
-    man.render_options_section(out)?;
-    let roff = |s: &str| {
-        let s = s.replace('\\', "\\e").replace('-', "\\-");
-        if s.starts_with(['.', '\'']) {
-            format!("\\&{s}")
-        } else {
-            s
+    let mut cmd = Cli::command()
+        .name("kubectl-nvcf-worker")
+        .disable_help_subcommand(true);
+    cmd.build();
+    let list = |out: &mut dyn Write| -> std::io::Result<()> {
+        writeln!(out, ".SH SUBCOMMANDS")?;
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            writeln!(out, ".TP\n\\fB{}\\fR", roff(sub.get_name()))?;
+            if let Some(about) = sub.get_about() {
+                writeln!(out, "{}", roff(&about.to_string()))?;
+            }
         }
+        writeln!(
+            out,
+            ".PP\nEach command's options: \\fBkubectl nvcf\\-worker COMMAND \\-\\-help\\fR, or the pages that \\fBkubectl\\-nvcf\\-worker man \\-\\-dir DIR\\fR writes."
+        )
     };
-    writeln!(out, ".SH SUBCOMMANDS")?;
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        writeln!(out, ".TP\n\\fB{}\\fR", roff(sub.get_name()))?;
-        if let Some(about) = sub.get_about() {
-            writeln!(out, "{}", roff(&about.to_string()))?;
+    write_page(&cmd, out, Some(&list))
+}
+
+/// `man --dir`: the main page and one per subcommand, named as clap_mangen names
+/// them (`kubectl-nvcf-worker-inject.1`), each with `write_synopsis`'s synopsis.
+fn write_man_pages(dir: &std::path::Path) -> std::io::Result<()> {
+    fn each(cmd: &clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            each(sub, dir)?;
         }
+        let name = cmd.get_display_name().unwrap_or(cmd.get_name());
+        let mut page = Vec::new();
+        write_page(cmd, &mut page, None)?;
+        std::fs::write(dir.join(format!("{name}.1")), page)
     }
-    writeln!(
-        out,
-        ".PP\nEach command's options: \\fBkubectl nvcf\\-worker COMMAND \\-\\-help\\fR, or the pages that \\fBkubectl\\-nvcf\\-worker man \\-\\-dir DIR\\fR writes."
-    )?;
-    man.render_extra_section(out)?;
-    man.render_version_section(out)
+    let mut cmd = Cli::command()
+        .name("kubectl-nvcf-worker")
+        .disable_help_subcommand(true);
+    cmd.build();
+    each(&cmd, dir)
 }
 
 /// How a run ends: the one place an error becomes an exit code (and its message,

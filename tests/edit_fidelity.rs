@@ -518,7 +518,11 @@ fn in_place_rewrites_files_keeps_permissions_and_is_idempotent() {
         .unwrap();
     let d = path_str(dir.path());
     let diff = run(&["inject", "--cluster-id", "c", "--diff", "-f", &d], "");
-    diff.ok();
+    assert_eq!(
+        diff.code, 1,
+        "--diff exits 1 when there are changes, as kubectl diff does: {diff}"
+    );
+    assert!(diff.stderr.contains("1 injected"), "{diff}");
     assert!(
         diff.stdout
             .contains("+  serviceAccountName: nvcf-worker-p\n"),
@@ -530,9 +534,25 @@ fn in_place_rewrites_files_keeps_permissions_and_is_idempotent() {
         SELECTED,
         "--diff writes nothing"
     );
+    let quiet = run(
+        &["inject", "--cluster-id", "c", "--diff", "-q", "-f", &d],
+        "",
+    );
+    assert_eq!(quiet.code, 1, "{quiet}");
+    assert!(quiet.stderr.is_empty(), "--quiet prints no report: {quiet}");
+    assert_eq!(
+        quiet.stdout, diff.stdout,
+        "--quiet leaves the diff as it was"
+    );
     let out = run(&["inject", "--cluster-id", "c", "-i", "-f", &d], "");
     out.ok();
     assert!(out.stdout.is_empty(), "{out}");
+    let again = run(&["inject", "--cluster-id", "c", "--diff", "-f", &d], "");
+    again.ok();
+    assert!(
+        again.stdout.is_empty(),
+        "no changes left: no diff, exit 0: {again}"
+    );
     let written = std::fs::read_to_string(&a).unwrap();
     assert_eq!(kinds_names(&objects(&written)).len(), 4, "{written}");
     assert!(

@@ -1417,3 +1417,63 @@ fn null_keys_and_keys_equal_once_decoded_are_refused_as_kubectl_refuses_them() {
         json!({"~": "a", "true": "b"})
     );
 }
+
+/// YAML 1.1 breaks lines at a lone `\r`, NEL, LS and PS too, and kubectl reads them
+/// so. An edit of a document broken that way comes out as kubectl reads the same
+/// document broken by `\n`, on the command line and in a ResourceList (the bounded
+/// fuzz met a lone `\r`: the splicer, finding lines by `\n`, put the edit inside a
+/// line and kpt got a ResourceList it could not parse).
+#[test]
+fn every_yaml_line_break_is_a_line_break_for_edits_too() {
+    const WORKER: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    metadata:\n      labels: {nvcf.io/worker: \"true\"}\n    spec:\n      containers:\n      - {name: app, image: nginx}\n";
+    let plain = support::inject(WORKER, &["-q"]);
+    plain.ok();
+    let mut streams: Vec<Vec<u8>> = vec![plain.stdout.clone().into_bytes()];
+    let config = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata: {name: x}\nspec: {clusterID: c1}\n";
+    let items = |out: &support::Out| support::items(&support::rl(out));
+    let plain_items = items(&support::krm(&support::resource_list(WORKER, config)));
+    let mut cases = 0;
+    for brk in ["\r", "\u{85}", "\u{2028}", "\u{2029}"] {
+        // Each line break but the last, in turn.
+        for (at, _) in WORKER
+            .match_indices('\n')
+            .filter(|(i, _)| *i + 1 < WORKER.len())
+        {
+            let odd = format!("{}{brk}{}", &WORKER[..at], &WORKER[at + 1..]);
+            agrees_with_kubectl(odd.as_bytes());
+            let out = support::inject(&odd, &["-q"]);
+            out.ok();
+            streams.push(out.stdout.into_bytes());
+            cases += 1;
+        }
+        // The same in a ResourceList: each line break inside its item, in turn.
+        let rl = support::resource_list(WORKER, config);
+        let (from, to) = (
+            rl.find("items:\n").unwrap() + 7,
+            rl.find("functionConfig:").unwrap() - 1,
+        );
+        for (at, _) in rl
+            .match_indices('\n')
+            .filter(|(i, _)| (from..to).contains(i))
+        {
+            let odd = format!("{}{brk}{}", &rl[..at], &rl[at + 1..]);
+            let krm = support::krm(&odd);
+            krm.ok();
+            assert_eq!(items(&krm), plain_items, "{brk:?} at {at}:\n{}", krm.stdout);
+            cases += 1;
+        }
+    }
+    let refs: Vec<&[u8]> = streams.iter().map(|s| &s[..]).collect();
+    let read = support::kubectl_objects_of(&refs);
+    let want = read[0].as_ref().expect("kubectl reads the plain injection");
+    assert_eq!(want.len(), 4);
+    for (i, r) in read.iter().enumerate().skip(1) {
+        assert_eq!(
+            r.as_ref().ok(),
+            Some(want),
+            "case {i}:\n{}",
+            String::from_utf8_lossy(&streams[i])
+        );
+    }
+    assert_eq!(cases, 4 * (9 + 9));
+}

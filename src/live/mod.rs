@@ -208,8 +208,12 @@ fn block_on<T>(work: impl std::future::Future<Output = Result<T>>) -> Result<T> 
         .block_on(work)
 }
 
+/// A kubeconfig problem, by its first line only: kube's YAML errors go on to quote
+/// the lines around the fault, and a kubeconfig's lines hold tokens and keys.
 fn config_err(e: impl std::fmt::Display) -> Error {
-    Error::Live(format!("kubeconfig: {e}"))
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    Error::Live(format!("kubeconfig: {first}"))
 }
 
 /// The name the flags' cluster, user and context take in a kubeconfig made from
@@ -334,6 +338,7 @@ impl ConnectionArgs {
             auth.exec = None;
             auth.auth_provider = None;
         }
+        check_user_token(auth, &user_name)?;
         self.impersonate(&mut auth.impersonate, &mut auth.impersonate_groups);
         Ok((k, context_name))
     }
@@ -373,7 +378,35 @@ impl ConnectionArgs {
 /// An AuthInfo holding just `token`: kube keeps tokens in a secret type that
 /// only its own deserializer builds.
 fn token_only(token: &str) -> Result<kube::config::AuthInfo> {
+    check_token(token, "--token")?;
     serde_json::from_value(serde_json::json!({ "token": token })).map_err(config_err)
+}
+
+/// A bearer token goes into an HTTP header: one that cannot (a line break, a
+/// control character) is refused here, by where it came from, never quoted.
+fn check_token(token: &str, from: &str) -> Result<()> {
+    if http::HeaderValue::from_str(&format!("Bearer {token}")).is_ok() {
+        return Ok(());
+    }
+    let problem = format!(
+        "{from}: the token holds a line break or another character an HTTP header cannot carry; a bearer token is one line"
+    );
+    // The flag is the caller's usage; the file's token a configuration problem.
+    Err(if from.starts_with("--") {
+        Error::Usage(problem)
+    } else {
+        config_err(problem)
+    })
+}
+
+/// The kubeconfig user's token, checked as `check_token` checks the flag's (kube
+/// keeps it secret: its serializer is the one way to read it).
+fn check_user_token(auth: &kube::config::AuthInfo, user: &str) -> Result<()> {
+    let json = serde_json::to_value(auth).map_err(config_err)?;
+    match json.get("token").and_then(|t| t.as_str()) {
+        Some(token) => check_token(token, &format!("kubeconfig user {user:?}")),
+        None => Ok(()),
+    }
 }
 
 /// A CA file that cannot be read is the flag's error, not a TLS failure later.

@@ -333,6 +333,9 @@ pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
             std::io::stdin()
                 .read_to_end(&mut bytes)
                 .map_err(|e| ReadError::io(STDIN, e))?;
+            let bytes = from_utf16(&bytes)
+                .map_err(|message| ReadError::io(STDIN, std::io::Error::other(message)))?
+                .unwrap_or(bytes);
             Ok(Input {
                 name: STDIN.into(),
                 bytes,
@@ -341,9 +344,68 @@ pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
         Some(path) => {
             let name = path.display().to_string();
             let bytes = std::fs::read(&path).map_err(|e| ReadError::io(&name, e))?;
+            let bytes = from_utf16(&bytes)
+                .map_err(|message| ReadError::io(&name, std::io::Error::other(message)))?
+                .unwrap_or(bytes);
             Ok(Input { name, bytes })
         }
     }
+}
+
+/// A UTF-16 byte order mark, and so the encoding of what follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Utf16 {
+    Le,
+    Be,
+}
+
+impl Utf16 {
+    /// The encoding `bytes` announce by their byte order mark, if UTF-16.
+    pub fn of(bytes: &[u8]) -> Option<Utf16> {
+        match bytes {
+            [0xFF, 0xFE, ..] => Some(Utf16::Le),
+            [0xFE, 0xFF, ..] => Some(Utf16::Be),
+            _ => None,
+        }
+    }
+
+    /// `text` in this encoding, behind its byte order mark: a file read as UTF-16
+    /// is written back as it was encoded.
+    pub fn encode(self, text: &[u8]) -> Vec<u8> {
+        let text = String::from_utf8_lossy(text);
+        let mut out = match self {
+            Utf16::Le => vec![0xFF, 0xFE],
+            Utf16::Be => vec![0xFE, 0xFF],
+        };
+        for unit in text.encode_utf16() {
+            out.extend(match self {
+                Utf16::Le => unit.to_le_bytes(),
+                Utf16::Be => unit.to_be_bytes(),
+            });
+        }
+        out
+    }
+}
+
+/// A file behind a UTF-16 byte order mark, as UTF-8 without it: kubectl reads such
+/// files (cli-runtime's file visitor decodes them, as Windows editors write them).
+/// `None` when the bytes are no UTF-16; an error when they claim to be and are not.
+pub fn from_utf16(bytes: &[u8]) -> std::result::Result<Option<Vec<u8>>, String> {
+    let Some(enc) = Utf16::of(bytes) else {
+        return Ok(None);
+    };
+    let body = &bytes[2..];
+    if body.len() % 2 != 0 {
+        return Err("starts with a UTF-16 byte order mark but has an odd number of bytes".into());
+    }
+    let units = body.chunks_exact(2).map(|c| match enc {
+        Utf16::Le => u16::from_le_bytes([c[0], c[1]]),
+        Utf16::Be => u16::from_be_bytes([c[0], c[1]]),
+    });
+    char::decode_utf16(units)
+        .collect::<std::result::Result<String, _>>()
+        .map(|s| Some(s.into_bytes()))
+        .map_err(|e| format!("starts with a UTF-16 byte order mark but is not UTF-16: {e}"))
 }
 
 /// One directory walk's state: the named directory (real path), what was found,

@@ -223,6 +223,18 @@ fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
     write_emitted(doc, doc.explicit_start, out);
 }
 
+/// Whether `text` breaks lines with anything but `\n` or `\r\n`: a lone `\r`, or
+/// NEL, LS or PS, which YAML 1.1 readers (libyaml, kubectl's go-yaml) take as line
+/// breaks too. The splicer finds lines by `\n`; such a document is written anew.
+fn other_line_breaks(text: &[u8]) -> bool {
+    text.iter().enumerate().any(|(i, &b)| match b {
+        b'\r' => text.get(i + 1) != Some(&b'\n'),
+        0xC2 => text.get(i + 1) == Some(&0x85),
+        0xE2 => text.get(i + 1) == Some(&0x80) && matches!(text.get(i + 2), Some(0xA8 | 0xA9)),
+        _ => false,
+    })
+}
+
 /// The edits that turn `text` into the bytes of `new`, the tree `old` (read from
 /// it) edited, or `None` when they cannot be spliced faithfully. Sorted, apart, and
 /// within `text[from..end]`: `apply_edits` cannot fail.
@@ -234,7 +246,7 @@ fn splice(
     end: usize,
     crlf: bool,
 ) -> Option<Vec<Edit>> {
-    if !same_node(old, new) {
+    if !same_node(old, new) || other_line_breaks(&text[from..end]) {
         return None;
     }
     let mut s = Splicer::new(text, old);

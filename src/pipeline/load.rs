@@ -317,7 +317,7 @@ pub fn resource_list(input: &[u8]) -> Result<Document> {
     let mut docs: Vec<Document> = docs.into_iter().filter(|d| !d.is_empty()).collect();
     if docs.len() != 1 {
         return Err(Error::Usage(format!(
-            "expected one ResourceList on stdin, found {} documents (kpt fn eval --exec, or a Kptfile pipeline, sends one)",
+            "expected one ResourceList on stdin, found {} documents (kpt fn eval --exec, or a Kptfile pipeline, sends one){PLAIN_HINT}",
             docs.len()
         )));
     }
@@ -332,7 +332,7 @@ pub fn resource_list(input: &[u8]) -> Result<Document> {
     };
     if root.str_at(&["kind"]) != Some("ResourceList") {
         return Err(bad(format!(
-            "kind is {:?}, expected ResourceList",
+            "kind is {:?}, expected ResourceList{PLAIN_HINT}",
             root.str_at(&["kind"]).unwrap_or("")
         )));
     }
@@ -348,6 +348,9 @@ pub fn resource_list(input: &[u8]) -> Result<Document> {
     }
     Ok(doc)
 }
+
+/// What a plain manifest piped with no subcommand was probably meant for.
+const PLAIN_HINT: &str = "; to edit plain manifests from stdin, name the command: `kubectl nvcf-worker inject -f -` (or uninject, validate -)";
 
 /// The ResourceList versions the function reads.
 pub const API_VERSIONS: [&str; 2] = ["config.kubernetes.io/v1", "config.kubernetes.io/v1beta1"];

@@ -121,13 +121,17 @@ pub fn edit(
         return Err(Error::reported(&outcome.findings));
     }
     // One write: stderr is unbuffered, and a line per object is thousands of calls.
-    stderr
-        .write_all(sink::object_report(&outcome.reports, &package.left_out).as_bytes())
-        .map_err(sink::write_err)?;
+    if !write.quiet {
+        stderr
+            .write_all(sink::object_report(&outcome.reports, &package.left_out).as_bytes())
+            .map_err(sink::write_err)?;
+    }
+    let mut changes_shown = false;
     match format {
         StreamFormat::Yaml => {
             let changed = sink::write_edited(&batch, &originals, write, stdout)?;
-            if write.in_place {
+            changes_shown = write.diff && changed > 0;
+            if write.in_place && !write.quiet {
                 writeln!(
                     stderr,
                     "{changed} {} rewritten",
@@ -141,7 +145,12 @@ pub fn edit(
             .map_err(sink::write_err)?,
     }
     run.release(batch);
-    stdout.flush().map_err(sink::write_err)
+    stdout.flush().map_err(sink::write_err)?;
+    if changes_shown {
+        // `kubectl diff`'s convention: 1 when there are differences, 0 when none.
+        return Err(Error::Answered(crate::error::Exit::Problem));
+    }
+    Ok(())
 }
 
 /// Checks manifests (validate): every file read on its own and all checked as one

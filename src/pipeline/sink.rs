@@ -311,9 +311,13 @@ pub struct WriteArgs {
     /// written beside and renamed over, permissions kept); stdin cannot be rewritten.
     #[arg(short = 'i', long = "in-place", conflicts_with = "diff")]
     pub in_place: bool,
-    /// Print a unified diff of what would change instead of the stream.
+    /// Print a unified diff of what would change instead of the stream; exits 1 when
+    /// there are changes, as `kubectl diff` and `diff` do.
     #[arg(long)]
     pub diff: bool,
+    /// Print no line per object and no summary on stderr: only warnings and errors.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 impl WriteArgs {
@@ -467,8 +471,8 @@ fn refused(name: &str, message: String) -> Error {
 }
 
 /// Writes `bytes` to a new temporary file beside `name`'s real file (a symlink is
-/// followed, so the link stays a link), with the target's owner, group and mode,
-/// returning (temporary, target).
+/// followed, so the link stays a link), with the target's owner, group, mode and
+/// encoding (UTF-16 stays UTF-16), returning (temporary, target).
 fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     use std::os::unix::fs::MetadataExt;
     let io = |e| Error::io(name, e);
@@ -487,7 +491,13 @@ fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::pa
             .write(true)
             .create_new(true)
             .open(&temp)?;
-        f.write_all(bytes)?;
+        // A file read as UTF-16 is written back in its own encoding.
+        let mut head = [0u8; 2];
+        let read = std::io::Read::read(&mut std::fs::File::open(&target)?, &mut head)?;
+        match crate::manifest::read::Utf16::of(&head[..read]) {
+            Some(enc) => f.write_all(&enc.encode(bytes))?,
+            None => f.write_all(bytes)?,
+        }
         // Owner first: changing it clears the setuid and setgid bits, which the
         // mode then sets again.
         if meta.uid() != nix_uid(&f)? || meta.gid() != nix_gid(&f)? {

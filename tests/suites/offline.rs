@@ -7,6 +7,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../cli_conventions.rs"]
+mod cli_conventions;
 #[path = "../corpus.rs"]
 mod corpus;
 #[path = "../differential.rs"]
