@@ -206,7 +206,7 @@ pub struct ValidateArgs {
     /// More paths.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<String>,
-    /// Output format: text lines, a JSON report, or a SARIF 2.1.0 log for code scanning.
+    /// Output format: text lines, a report.nvcf.io/v1alpha1 ValidationReport in JSON or YAML, or a SARIF 2.1.0 log for code scanning.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: ValidateFormat,
 }

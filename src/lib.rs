@@ -11,6 +11,7 @@ pub mod krm;
 pub mod live;
 pub mod manifest;
 pub mod mutating;
+pub mod output;
 pub mod pipeline;
 pub mod policy;
 pub mod recognize;

@@ -238,7 +238,11 @@ impl Outcome {
         let mut out = self.findings;
         for r in self.reports {
             let says = match &r.status {
-                Status::Updated(_) | Status::Uninjected(_) | Status::Removed => true,
+                // A first injection says so too, not only a later update: kpt
+                // shows results, and "nothing reported" must mean nothing done.
+                Status::Injected | Status::Updated(_) | Status::Uninjected(_) | Status::Removed => {
+                    true
+                }
                 Status::Unchanged(why) => *why == KEPT_NOT_SELECTED,
                 _ => false,
             };

@@ -172,12 +172,66 @@ fn assert_injected(pkg: &Path) {
 fn eval_injects_beside_the_workload_keeps_comments_and_is_idempotent() {
     let s = Sandbox::new();
     let pkg = s.package("pkg", "", false);
-    let out = s.kpt(&["fn", "eval", "pkg", "--exec", BIN, "--", "clusterID=c1"]);
+    let results = s.0.path().join("results");
+    let r = results.to_str().unwrap();
+    let out = s.kpt(&[
+        "fn",
+        "eval",
+        "pkg",
+        "--exec",
+        BIN,
+        "--results-dir",
+        r,
+        "--",
+        "clusterID=c1",
+    ]);
     ok(&out);
     assert_injected(&pkg);
+    // The first injection is a result of its own (issue 25: only updates were),
+    // which kpt shows and writes to its results file.
+    let said = |results: &Path| -> Vec<serde_json::Value> {
+        let file = std::fs::read_to_string(results.join("results.yaml")).unwrap();
+        let rl: serde_json::Value = serde_yaml::from_str(&file).unwrap();
+        rl["items"][0]["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let first_results = said(&results);
+    assert!(
+        first_results
+            .iter()
+            .any(|r| r["message"] == "deployment/web injected"
+                && r["severity"] == "info"
+                && r["resourceRef"]["name"] == "web"),
+        "{first_results:?}"
+    );
+    assert!(
+        text(&out.stderr).contains("deployment/web injected"),
+        "{}",
+        text(&out.stderr)
+    );
     let first = snapshot(&pkg);
-    ok(&s.kpt(&["fn", "eval", "pkg", "--exec", BIN, "--", "clusterID=c1"]));
+    std::fs::remove_dir_all(&results).unwrap();
+    ok(&s.kpt(&[
+        "fn",
+        "eval",
+        "pkg",
+        "--exec",
+        BIN,
+        "--results-dir",
+        r,
+        "--",
+        "clusterID=c1",
+    ]));
     assert_eq!(snapshot(&pkg), first, "second run changed the package");
+    assert!(
+        !said(&results).iter().any(|r| r["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("injected"))),
+        "nothing injected the second time: {:?}",
+        said(&results)
+    );
 }
 
 #[test]

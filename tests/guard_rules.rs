@@ -506,8 +506,15 @@ fn output_json_report() {
     let out = run(&["validate", "-o", "json", &p], "");
     out.code(1);
     let v: Value = serde_json::from_str(&out.stdout).expect("JSON report");
-    assert_eq!(v["apiVersion"], "fn.nvcf.io/v1alpha1");
+    assert_eq!(
+        v["apiVersion"], "report.nvcf.io/v1alpha1",
+        "the live reports' group"
+    );
     assert_eq!(v["kind"], "ValidationReport");
+    // -o yaml is the same report.
+    let yaml = run(&["validate", "-o", "yaml", &p], "");
+    yaml.code(1);
+    assert_eq!(support::docs(&yaml.stdout), vec![v.clone()]);
     assert_eq!(v["files"], 1);
     assert_eq!(v["errors"], 1);
     assert_eq!(v["warnings"], 1);

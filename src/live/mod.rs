@@ -9,7 +9,7 @@ pub mod describe;
 pub mod executor;
 pub mod inventory;
 pub mod list;
-pub mod output;
+pub use crate::output;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::manifest::batch::{is_list, list_items, Batch};
 use crate::manifest::read;
 use crate::manifest::{from_json, splice, to_json, Document, Node, YamlWriter};
+use crate::output;
 use crate::report::{self, Finding, ObjectReport, Severity, Status};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -21,7 +22,9 @@ pub enum StreamFormat {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ValidateFormat {
     Text,
+    /// A report.nvcf.io/v1alpha1 ValidationReport, as the live commands' reports.
     Json,
+    Yaml,
     /// SARIF 2.1.0, for code scanning (GitHub, GitLab, Azure DevOps).
     Sarif,
 }
@@ -674,17 +677,18 @@ pub fn findings(
             }
             writeln!(out, "{}", report::summary(findings, files)).map_err(write_err)?;
         }
-        ValidateFormat::Json => {
-            let doc = serde_json::json!({
-                "apiVersion": "fn.nvcf.io/v1alpha1",
-                "kind": "ValidationReport",
+        ValidateFormat::Json | ValidateFormat::Yaml => {
+            let fields = serde_json::json!({
                 "files": files,
                 "errors": findings.iter().filter(|f| f.severity == Severity::Error).count(),
                 "warnings": findings.iter().filter(|f| f.severity == Severity::Warning).count(),
                 "findings": findings,
             });
-            serde_json::to_writer_pretty(&mut *out, &doc).map_err(|e| write_err(e.into()))?;
-            writeln!(out).map_err(write_err)?;
+            let format = match format {
+                ValidateFormat::Yaml => output::Format::Yaml,
+                _ => output::Format::Json,
+            };
+            output::write(output::VALIDATION_REPORT, fields, format, out)?;
         }
         ValidateFormat::Sarif => {
             let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;

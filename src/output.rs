@@ -1,5 +1,6 @@
-//! The documents `-o json|yaml` prints for every live command: one API group, one
-//! version, a kind per command, so scripts can check what they parse.
+//! The documents `-o json|yaml` prints for every report (validate's and the live
+//! commands'): one API group, one version, a kind per command, so scripts can
+//! check what they parse.
 
 use std::io::Write;
 
@@ -11,6 +12,8 @@ use crate::manifest::{from_json, node_to_yaml};
 /// The group and version of every live document; fields are only added within it.
 pub const API_VERSION: &str = "report.nvcf.io/v1alpha1";
 
+/// `validate`: counts and findings of a check of manifests.
+pub const VALIDATION_REPORT: &str = "ValidationReport";
 /// `list`: one item per identity.
 pub const WORKER_IDENTITY_LIST: &str = "WorkerIdentityList";
 /// `audit`: counts and findings.
