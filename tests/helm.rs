@@ -3,7 +3,8 @@
 //! `helm template --post-renderer` gives the selected workload its identity,
 //! leaves hooks and everything else as rendered, is idempotent, and under Helm 4
 //! (a `postrenderer/v1` plugin, deploy/helm-plugin/nvcf-worker) puts the generated trio in the
-//! workload's file.
+//! workload's file; a failing inject shows its cause under both; and README's
+//! and docs/install.md's Helm commands run as written, Helm 3 beside Helm 4.
 
 use crate::helm_support;
 use crate::support;
@@ -268,12 +269,310 @@ fn an_empty_render_fails_instead_of_printing_nothing() {
             &cluster,
         ],
     );
-    // Helm 4.3 does not pass a post-renderer plugin's stderr on.
+    // Helm 4.3 drops a failing plugin's stderr; post-render.sh hands the cause
+    // over in the output, which Helm 4 quotes.
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("plugin \"nvcf-worker\" exited with error"),
+        stderr.contains("invalid document separator: --- kubectl-nvcf-worker inject failed")
+            && stderr.contains("no Kubernetes objects"),
         "{stderr}"
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("kind:"));
+}
+
+/// The cause of a failed inject that the user must see: no cluster ID given.
+const NO_CLUSTER_ID: &str = "clusterID is required to inject a worker identity";
+
+/// Helm 3 prints a failing post-renderer's stderr; Helm 4 drops it and prints
+/// only `plugin "nvcf-worker" exited with error`, so the plugin's post-render.sh
+/// puts the message where Helm 4 shows it (an invalid document separator it
+/// quotes). Under both, the user reads inject's own message and no manifests.
+#[test]
+fn a_missing_cluster_id_fails_with_its_cause_under_helm_3_and_4() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_kubectl-nvcf-worker");
+    let chart = fixture_chart();
+    let chart = chart.to_str().unwrap();
+    let base = ["template", "rel", chart, "--namespace", "team-a"];
+
+    let mut args = base.to_vec();
+    args.extend(["--post-renderer", bin, "--post-renderer-args", "inject"]);
+    let out = helm(&helm3(), home.path(), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("error output:") && stderr.contains(NO_CLUSTER_ID),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("kind:"));
+
+    install_plugin(home.path());
+    let mut args = base.to_vec();
+    args.extend(["--post-renderer", "nvcf-worker"]);
+    for extra in [&[][..], &["--debug"][..]] {
+        let mut args = args.clone();
+        args.extend_from_slice(extra);
+        let out = helm(&helm4(), home.path(), &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}: {stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.starts_with("Error: "))
+            .unwrap_or_else(|| panic!("{extra:?}: no error line\n{stderr}"));
+        assert!(
+            error.contains(&format!(
+                "invalid document separator: --- kubectl-nvcf-worker inject failed (exit 2): error: function config: {NO_CLUSTER_ID}"
+            )),
+            "{extra:?}: {stderr}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("kind:"));
+    }
+}
+
+/// A ```shell block of a doc's Helm section: its label (the first line, a
+/// comment naming the Helm it is for) and its commands, continuations joined.
+struct Block {
+    doc: &'static str,
+    label: String,
+    commands: Vec<String>,
+}
+
+/// The shell blocks of `doc`'s `## Helm` section.
+fn helm_blocks(doc: &'static str) -> Vec<Block> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Helm\n"))
+        .unwrap_or_else(|| panic!("{doc}: no ## Helm section"));
+    let mut blocks = Vec::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "```shell" {
+            continue;
+        }
+        let mut block = Block {
+            doc,
+            label: String::new(),
+            commands: Vec::new(),
+        };
+        let mut pending = String::new();
+        for line in lines.by_ref() {
+            let line = line.trim();
+            if line == "```" {
+                break;
+            }
+            if block.label.is_empty() {
+                block.label = line
+                    .strip_prefix("# ")
+                    .unwrap_or_else(|| {
+                        panic!("{doc}: a Helm block starts `# Helm N`, not `{line}`")
+                    })
+                    .to_string();
+                continue;
+            }
+            match line.strip_suffix('\\') {
+                Some(part) => pending.push_str(part),
+                None => {
+                    pending.push_str(line);
+                    block.commands.push(std::mem::take(&mut pending));
+                }
+            }
+        }
+        assert!(
+            pending.is_empty() && !block.commands.is_empty(),
+            "{doc}: {}",
+            block.label
+        );
+        blocks.push(block);
+    }
+    blocks
+}
+
+/// Runs one documented line with `sh -c`, as a user would: `helm` is `helm_bin`,
+/// the built binaries are on PATH, HOME is `home` and no HELM_* is set.
+fn run_line(line: &str, helm_bin: &Path, checkout: &Path, home: &Path) -> Output {
+    let helm_dir = home.join(format!(
+        "bin-{}",
+        helm_bin
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+    ));
+    std::fs::create_dir_all(&helm_dir).unwrap();
+    let link = helm_dir.join("helm");
+    if !link.exists() {
+        std::os::unix::fs::symlink(helm_bin, &link).unwrap();
+    }
+    Command::new("sh")
+        .args(["-c", line])
+        .current_dir(checkout)
+        .env_clear()
+        .env("PATH", path_of(&[&helm_dir, &bin_dir()]))
+        .env("HOME", home)
+        .output()
+        .expect("run sh")
+}
+
+/// Runs a documented block: every line as written, except that a `helm install`
+/// line (no cluster here) must have a `helm template` twin in the block with
+/// the same arguments; and every `helm template` line once more without the
+/// cluster ID, which must fail with inject's message. Helm must never report a
+/// plugin it cannot load.
+fn run_block(block: &Block, helm_bin: &Path, checkout: &Path, home: &Path) -> usize {
+    let what = format!("{} `# {}`", block.doc, block.label);
+    let mut ran = 0;
+    for line in &block.commands {
+        assert!(
+            line.contains("helm "),
+            "{what}: `{line}` is not a helm command"
+        );
+        if line.contains("helm install ") {
+            let twin = line.replacen("helm install ", "helm template ", 1);
+            assert!(
+                block.commands.contains(&twin),
+                "{what}: `{line}` has no `{twin}` to test it by"
+            );
+            continue;
+        }
+        let out = run_line(line, helm_bin, checkout, home);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("failed to load plugin"),
+            "{what}: `{line}`: exit {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            out.status.code()
+        );
+        ran += 1;
+        if !line.contains("helm template ") {
+            continue;
+        }
+        // The release is `web`; the docs' cluster is prod-1.
+        let objs = objects(&stdout);
+        find(&objs, "ServiceAccount", "nvcf-worker-web-worker");
+        let spec = &find(&objs, "Deployment", "web-worker")["spec"]["template"]["spec"];
+        assert_eq!(
+            spec["serviceAccountName"], "nvcf-worker-web-worker",
+            "{what}: {spec:#}"
+        );
+        assert!(
+            spec.to_string()
+                .contains("\"audience\":\"nvcf-icms:prod-1\""),
+            "{what}: {spec:#}"
+        );
+        assert!(
+            !stdout.contains("nvcf-worker-web-migrate"),
+            "{what}: a hook got an identity"
+        );
+
+        let without = line
+            .replace(" --post-renderer-args=--cluster-id=prod-1", "")
+            .replace(" --post-renderer-args --cluster-id=prod-1", "");
+        assert_ne!(
+            &without, line,
+            "{what}: `{line}` passes no --cluster-id=prod-1"
+        );
+        let out = run_line(&without, helm_bin, checkout, home);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(NO_CLUSTER_ID),
+            "{what}: `{without}`: exit {:?}\n{stderr}",
+            out.status.code()
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("kind:"));
+        ran += 1;
+    }
+    ran
+}
+
+/// README's and docs/install.md's Helm commands, as written, from a checkout
+/// with the fixture chart as `./chart`: Helm 4 alone in its default plugins
+/// directory; Helm 4 beside Helm 3, with its own data directory, and Helm 3's
+/// commands (`helm version`, its plugins, its post-renderer) still working
+/// there. And why the docs keep them apart: Helm 3 beside a Helm 4 plugin in the
+/// shared directory loads no plugin, until Helm 4 uninstalls it.
+#[test]
+fn the_documented_helm_commands_run_as_written() {
+    let blocks: Vec<Block> = ["README.md", "docs/install.md"]
+        .into_iter()
+        .flat_map(helm_blocks)
+        .collect();
+    let labels: Vec<&str> = blocks.iter().map(|b| b.label.as_str()).collect();
+    for label in &labels {
+        assert!(
+            ["Helm 3", "Helm 4", "Helm 4 alone", "Helm 4 beside Helm 3"].contains(label),
+            "unknown Helm block label `# {label}`"
+        );
+    }
+    for needed in ["Helm 3", "Helm 4 alone", "Helm 4 beside Helm 3"] {
+        assert!(
+            labels.contains(&needed),
+            "no `# {needed}` block: {labels:?}"
+        );
+    }
+
+    let checkout = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    helm_support::copy_tree(
+        &root.join("deploy/helm-plugin"),
+        &checkout.path().join("deploy/helm-plugin"),
+    );
+    helm_support::copy_tree(&fixture_chart(), &checkout.path().join("chart"));
+    let of = |label: &str| {
+        blocks
+            .iter()
+            .filter(move |b| b.label == label)
+            .collect::<Vec<_>>()
+    };
+    let mut ran = 0;
+
+    // Helm 4 beside Helm 3, one home: Helm 4's blocks, then Helm 3's after them.
+    let shared = tempfile::tempdir().unwrap();
+    for block in of("Helm 4 beside Helm 3") {
+        ran += run_block(block, &helm4(), checkout.path(), shared.path());
+    }
+    for block in of("Helm 3") {
+        ran += run_block(block, &helm3(), checkout.path(), shared.path());
+    }
+
+    // Helm 4 alone, in its default plugins directory: a home for each block,
+    // since each installs the plugin.
+    let mut alone = None;
+    for block in of("Helm 4 alone").into_iter().chain(of("Helm 4")) {
+        let home = tempfile::tempdir().unwrap();
+        ran += run_block(block, &helm4(), checkout.path(), home.path());
+        alone = Some(home);
+    }
+    let alone = alone.unwrap();
+    // There Helm 3 loads no plugin, which is why the docs keep them apart ...
+    let out = run_line("helm version", &helm3(), checkout.path(), alone.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("failed to load plugins")
+            && stderr.contains("unknown field \"apiVersion\""),
+        "{stderr}"
+    );
+    // ... until Helm 4 uninstalls it (docs/install.md).
+    let out = run_line(
+        "helm plugin uninstall nvcf-worker",
+        &helm4(),
+        checkout.path(),
+        alone.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run_line("helm version", &helm3(), checkout.path(), alone.path());
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert!(ran >= 10, "ran {ran} documented commands");
 }
