@@ -113,7 +113,16 @@ pub fn run_legacy_plugin(
     processor.ready()?;
     let mut batch = Batch::new(vec![load::stream(input, run.workers)?]);
     batch.workers = run.workers;
-    let findings = processor.process(&mut batch).findings;
+    if cfg.mode == Mode::Validate {
+        complete_kustomize_renames(&mut batch.sources[0].docs);
+    }
+    let mut findings = processor.process(&mut batch).findings;
+    // Lines would count in kustomize's temporary stream, not in any file of the
+    // user's: the resource and field locate a finding.
+    for f in &mut findings {
+        f.location.file = None;
+        f.location.line = None;
+    }
     for f in &findings {
         writeln!(stderr, "{}", f.to_text()).map_err(|e| Error::io("<stderr>", e))?;
     }
@@ -129,4 +138,115 @@ pub fn run_legacy_plugin(
         stdout,
         exit: Exit::Success,
     })
+}
+
+/// The annotation kustomize keeps an object's earlier names in while it builds.
+const KUSTOMIZE_PREVIOUS_NAMES: &str = "internal.config.kubernetes.io/previousNames";
+
+/// kustomize runs a kustomization's validators after its `namePrefix` and
+/// `nameSuffix` renamed objects but before it carries the renames over to the
+/// references (its name-reference fix-up comes at the end of the build): a
+/// validator there sees `ServiceAccount/prod-nvcf-worker-web` and a pod still
+/// naming `nvcf-worker-web`. Each renamed object carries its earlier names in
+/// `KUSTOMIZE_PREVIOUS_NAMES`; completing the renames in the references that
+/// name a ServiceAccount or a Role (a pod spec's account, a binding's `roleRef`
+/// and ServiceAccount subjects), as kustomize will, lets the guard judge the
+/// output the build will have, not a build half done.
+fn complete_kustomize_renames(docs: &mut [Document]) {
+    use std::collections::HashMap;
+    type Key = (String, String, String); // kind, namespace, earlier name
+    let namespace = |n: &crate::manifest::Node| {
+        n.str_at(&["metadata", "namespace"])
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut renamed: HashMap<Key, String> = HashMap::new();
+    for d in docs.iter().filter(|d| !d.is_empty()) {
+        let root = d.view();
+        let Some(earlier) = root
+            .path(&["metadata", "annotations", KUSTOMIZE_PREVIOUS_NAMES])
+            .and_then(crate::manifest::Node::as_str)
+        else {
+            continue;
+        };
+        let (Some(kind), Some(name)) = (root.str_at(&["kind"]), root.str_at(&["metadata", "name"]))
+        else {
+            continue;
+        };
+        for e in earlier
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && *e != name)
+        {
+            renamed.insert((kind.into(), namespace(root), e.into()), name.into());
+        }
+    }
+    if renamed.is_empty() {
+        return;
+    }
+    let now = |kind: &str, ns: &str, name: &str| {
+        renamed.get(&(kind.into(), ns.into(), name.into())).cloned()
+    };
+    for d in docs.iter_mut().filter(|d| !d.is_empty()) {
+        let root = d.view();
+        let ns = namespace(root);
+        let api = root.str_at(&["apiVersion"]).unwrap_or("").to_string();
+        let kind = root.str_at(&["kind"]).unwrap_or("").to_string();
+        // (path to the map, key, the kind it names, that object's namespace)
+        let mut fixes: Vec<(Vec<String>, &str, String)> = Vec::new();
+        if let Some(spec) = crate::workload::pod_spec_path(&api, &kind) {
+            let path: Vec<String> = spec.iter().map(|s| s.to_string()).collect();
+            if let Some(to) = root
+                .path(spec)
+                .and_then(|p| p.str_at(&["serviceAccountName"]))
+                .and_then(|a| now("ServiceAccount", &ns, a))
+            {
+                fixes.push((path, "serviceAccountName", to));
+            }
+        }
+        if matches!(kind.as_str(), "RoleBinding" | "ClusterRoleBinding") {
+            let role_kind = root.str_at(&["roleRef", "kind"]).unwrap_or("");
+            let role_ns = if role_kind == "Role" { ns.as_str() } else { "" };
+            if let Some(to) = root
+                .str_at(&["roleRef", "name"])
+                .and_then(|r| now(role_kind, role_ns, r))
+            {
+                fixes.push((vec!["roleRef".into()], "name", to));
+            }
+            for (i, subject) in root
+                .get("subjects")
+                .and_then(|s| s.items())
+                .unwrap_or(&[])
+                .iter()
+                .enumerate()
+            {
+                if subject.str_at(&["kind"]) != Some("ServiceAccount") {
+                    continue;
+                }
+                let subject_ns = subject.str_at(&["namespace"]).unwrap_or(&ns);
+                if let Some(to) = subject
+                    .str_at(&["name"])
+                    .and_then(|n| now("ServiceAccount", subject_ns, n))
+                {
+                    fixes.push((vec!["subjects".into(), i.to_string()], "name", to));
+                }
+            }
+        }
+        if fixes.is_empty() {
+            continue;
+        }
+        let root = d.edit();
+        for (path, key, to) in fixes {
+            let mut node = Some(&mut *root);
+            for step in &path {
+                node = node.and_then(|n| match step.parse::<usize>() {
+                    Ok(i) => n.items_mut().and_then(|items| items.get_mut(i)),
+                    Err(_) => n.get_mut(step),
+                });
+            }
+            if let Some(map) = node {
+                map.set(key, crate::manifest::Node::string(to));
+            }
+        }
+    }
 }

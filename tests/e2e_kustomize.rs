@@ -323,10 +323,70 @@ fn renamed_by_a_later_kustomization_is_an_error_with_the_fix() {
     );
     let out = s.build(&guarded);
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("NVW112"),
-        "{out:?}"
+    // What the validator reports is what validate reports on the final build:
+    // the four NVW112, with resource and field, and no echo of kustomize's rename
+    // in progress (a pod or binding still naming the account by its old name is
+    // not in the output) nor a line of kustomize's temporary stream (issue 25).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = |text: &str| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                l.split_once("error NVW")
+                    .map(|(_, rest)| format!("NVW{rest}"))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        said(&stderr),
+        said(&report),
+        "validator:\n{stderr}\nvalidate:\n{report}"
     );
+    assert!(
+        !stderr.contains("NVW101") && !stderr.contains("NVW102"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("<stdin>"), "{stderr}");
+    // Look-alikes under the same layout: a forged account the rename does not
+    // explain is still refused; a renamed build with no identity passes.
+    let forged = app("resources: [deploy.yaml, service.yaml]\n");
+    let mut forged = forged;
+    forged[0].1 = DEPLOYMENT.replace(
+        "      containers:",
+        "      serviceAccountName: nvcf-worker-x\n      containers:",
+    );
+    s.dir("forged-base", &files(&forged));
+    let out = s.build(&s.dir(
+        "forged-guarded",
+        &[
+            (
+                "kustomization.yaml",
+                "resources: [../forged-base]\nnamePrefix: prod-\nvalidators: [guard.yaml]\n",
+            ),
+            ("guard.yaml", GUARD),
+        ],
+    ));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("NVW101") && stderr.contains("\"nvcf-worker-x\""),
+        "{stderr}"
+    );
+    let clean = app("resources: [deploy.yaml, service.yaml]\n");
+    s.dir("clean-base", &files(&clean));
+    let out = s.build(&s.dir(
+        "clean-guarded",
+        &[
+            (
+                "kustomization.yaml",
+                "resources: [../clean-base]\nnamePrefix: prod-\nvalidators: [guard.yaml]\n",
+            ),
+            ("guard.yaml", GUARD),
+        ],
+    ));
+    assert!(out.status.success(), "{out:?}");
     // The right layout: the base without the transformer, the overlay renames and
     // then injects (kustomize runs namePrefix before `transformers:`).
     let plain = app("resources: [deploy.yaml, service.yaml]\n");
