@@ -254,3 +254,84 @@ fn a_bad_kubeconfig_is_named_by_line_without_quoting_its_secrets() {
         assert!(!out.stderr.contains(secret), "{secret} quoted:\n{out}");
     }
 }
+
+/// Nothing to read is refused on every command, as `kubectl apply` refuses it: an
+/// empty stdin (an upstream `helm template` that printed nothing) and files with
+/// no document. Other YAML (a CI workflow in a pre-commit run) is skipped by
+/// validate, and an empty file beside a manifest is no problem.
+#[test]
+fn empty_input_is_refused_by_validate_too() {
+    for input in ["", "\n\n", "# only a comment\n---\n"] {
+        let out = run(&["validate", "-"], input);
+        out.code(1);
+        assert!(
+            out.stderr.contains("<stdin>") && out.stderr.contains("no Kubernetes objects"),
+            "{input:?}: {out}"
+        );
+        let inject = run(&["inject", "--cluster-id", "c1", "-f", "-"], input);
+        inject.code(1);
+        assert!(inject.stderr.contains("no Kubernetes objects"), "{inject}");
+    }
+    let tmp = temp_tree(&[
+        ("empty.yaml", ""),
+        ("web.yaml", WORKER),
+        (
+            "ci.yaml",
+            "on: [push]\njobs: {test: {runs-on: ubuntu-latest}}\n",
+        ),
+    ]);
+    let out = run_in(Some(tmp.path()), &["validate", "empty.yaml"], b"");
+    out.code(1);
+    assert!(
+        out.stderr.contains("empty.yaml") && out.stderr.contains("no Kubernetes objects"),
+        "{out}"
+    );
+    run_in(
+        Some(tmp.path()),
+        &["validate", "empty.yaml", "web.yaml"],
+        b"",
+    )
+    .ok();
+    run_in(Some(tmp.path()), &["validate", "ci.yaml"], b"").ok();
+}
+
+/// YAML that is no Kubernetes object, in a directory given to inject: the error
+/// names the file and says how kpt would leave it out (`.krmignore`), which works.
+#[test]
+fn other_yaml_in_a_directory_is_told_to_be_left_out() {
+    let tmp = temp_tree(&[
+        ("pkg/settings.yaml", "name: my-app\nversion: 2\n"),
+        ("pkg/web.yaml", WORKER),
+    ]);
+    let out = run_in(
+        Some(tmp.path()),
+        &["inject", "--cluster-id", "c1", "-f", "pkg"],
+        b"",
+    );
+    out.code(1);
+    assert!(
+        out.stderr.contains("pkg/settings.yaml")
+            && out.stderr.contains("missing apiVersion")
+            && out.stderr.contains(".krmignore"),
+        "{out}"
+    );
+    std::fs::write(tmp.path().join("pkg/.krmignore"), "settings.yaml\n").unwrap();
+    let out = run_in(
+        Some(tmp.path()),
+        &["inject", "-q", "--cluster-id", "c1", "-f", "pkg"],
+        b"",
+    );
+    out.ok();
+    assert!(
+        out.stdout.contains("serviceAccountName: nvcf-worker-web"),
+        "{out}"
+    );
+    // Named on its own, the file is the user's choice: no hint about packages.
+    let out = run_in(
+        Some(tmp.path()),
+        &["inject", "--cluster-id", "c1", "-f", "pkg/settings.yaml"],
+        b"",
+    );
+    out.code(1);
+    assert!(!out.stderr.contains(".krmignore"), "{out}");
+}

@@ -144,7 +144,8 @@ pub fn package(
             let input = read::read_input(file)?;
             let hint = looks_like_template(&input.bytes);
             let mut source = read::load_with(input, evict, workers)
-                .map_err(|e| with_template_hint(e.into(), hint))?;
+                .map_err(|e| with_template_hint(e.into(), hint))
+                .map_err(|e| if in_dir { with_package_hint(e) } else { e })?;
             if in_dir && leave_out_local {
                 for d in source.docs.iter().filter(|d| is_local_config(d)) {
                     left_out.push(format!(
@@ -193,6 +194,29 @@ fn with_template_hint(e: Error, hint: bool) -> Error {
             line,
             message: format!("{message}; {TEMPLATE_HINT}"),
         },
+        e => e,
+    }
+}
+
+/// A file of a directory that is YAML but no Kubernetes object (a tool's settings,
+/// a CI workflow): kpt's `.krmignore` leaves such files out of a package.
+fn with_package_hint(e: Error) -> Error {
+    match e {
+        Error::Invalid {
+            file,
+            doc,
+            line,
+            message,
+        } if message.starts_with("missing ") || message.starts_with("document is not a mapping") => {
+            Error::Invalid {
+                file,
+                doc,
+                line,
+                message: format!(
+                    "{message}; if this file is not a Kubernetes manifest, list it in the directory's .krmignore (as kpt does) or name the manifests with -f"
+                ),
+            }
+        }
         e => e,
     }
 }
@@ -276,6 +300,15 @@ fn check_one(input: Input, evict: Option<Evict>, workers: Workers) -> Checked {
             None => refusal(e.error.line(), e.index, e.error.to_string()),
         },
     )?;
+    // Nothing at all (an empty file, comments only): a source without documents,
+    // so that a run given nothing but that can say so (`check`).
+    if docs.iter().all(|d| d.is_empty()) {
+        return Ok(Some(Source {
+            name: input.name,
+            kind: SourceKind::Stream,
+            docs: Vec::new(),
+        }));
+    }
     // A list needs no apiVersion of its own: kubectl applies its items.
     let is_object =
         |n: &Node| n.get("kind").is_some() && (n.get("apiVersion").is_some() || is_list(n));

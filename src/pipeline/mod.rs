@@ -97,16 +97,7 @@ pub fn edit(
     {
         // Bad input, not bad usage: exit 1 like any other input problem. Never an
         // empty output: Helm 4 refuses it, and `kubectl apply` would apply nothing.
-        let names: Vec<&str> = paths
-            .iter()
-            .map(|p| if p == "-" { read::STDIN } else { p })
-            .collect();
-        return Err(Error::Invalid {
-            file: names.join(", "),
-            doc: 1,
-            line: 1,
-            message: "no Kubernetes objects in the input".into(),
-        });
+        return Err(no_objects(paths));
     }
     let mut batch = Batch::new(package.sources);
     batch.workers = run.workers;
@@ -153,6 +144,21 @@ pub fn edit(
     Ok(())
 }
 
+/// Input with nothing in it, named by its paths: an input problem (exit 1), as
+/// `kubectl apply` refuses it ("no objects passed to apply").
+fn no_objects(paths: &[String]) -> Error {
+    let names: Vec<&str> = paths
+        .iter()
+        .map(|p| if p == "-" { read::STDIN } else { p })
+        .collect();
+    Error::Invalid {
+        file: names.join(", "),
+        doc: 1,
+        line: 1,
+        message: "no Kubernetes objects in the input".into(),
+    }
+}
+
 /// Checks manifests (validate): every file read on its own and all checked as one
 /// batch, so an identity's trio counts wherever in the change it is declared. A
 /// file that does not decode is a finding and the others are still checked.
@@ -166,6 +172,15 @@ pub fn check(
     let evict = |d: &mut crate::manifest::Document| processor.evict(d);
     let evict: Option<Evict> = (run.memory == Memory::Evict).then_some(&evict);
     let (loaded, files) = load::files(paths, evict, run.workers)?;
+    // Every input empty (an upstream `helm template | validate -` that printed
+    // nothing, an empty file): refused. Files of other YAML than Kubernetes
+    // objects (a CI workflow a pre-commit run passes) are skipped, not empty.
+    if loaded
+        .iter()
+        .all(|r| matches!(r, Ok(Some(s)) if s.docs.is_empty()))
+    {
+        return Err(no_objects(paths));
+    }
     let mut findings = Vec::new();
     let mut sources = Vec::new();
     for r in loaded {
