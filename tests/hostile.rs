@@ -477,10 +477,13 @@ fn input_with_no_objects_is_a_clear_error_not_empty_output() {
         assert_eq!(r.code, 1, "{input:?}: {}", r.stderr);
         assert!(r.stderr.contains("no Kubernetes objects"), "{}", r.stderr);
         assert!(r.stdout.is_empty());
-        // validate has nothing to object to.
+        // Nor does validate pass it (issue 25: an empty input is an error on
+        // every command, as `kubectl apply` says "no objects passed to apply").
         let v = run(VALIDATE, input.as_bytes());
-        assert_eq!(v.code, 0, "{input:?}: {}", v.out());
-        assert!(v.out().contains("0 errors"), "{}", v.out());
+        v.assert_clean();
+        assert_eq!(v.code, 1, "{input:?}: {}", v.out());
+        assert!(v.stderr.contains("no Kubernetes objects"), "{}", v.out());
+        assert!(v.stdout.is_empty(), "{}", v.out());
     }
     let k = run(KRM, b"\n");
     k.assert_clean();
