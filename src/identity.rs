@@ -30,6 +30,15 @@ pub const AGENT_NAMESPACE: &str = "nvca-system";
 /// The account the agent impersonates to apply a MiniService's chart objects
 /// (`InstanceServiceAccountName`): evaluated by the agent's webhook like a user.
 pub const MINISERVICE_APPLIER: &str = "miniservice-instance-permissions";
+/// The label the agent puts on the namespaces it makes for its workloads
+/// (`WorkloadInstanceTypeLabel`, the agent's `pkg/types/common_labels.go`).
+pub const WORKLOAD_INSTANCE_TYPE_LABEL: &str = "nvca.nvcf.nvidia.io/workload-instance-type";
+/// Its value on a MiniService's namespace (`WorkloadInstanceTypeValueMiniService`,
+/// set by `ensureInstanceNamespace`): there the agent provisions the worker
+/// identity itself (`ensureWorkerIdentity` resets the worker Role and RoleBinding)
+/// and its webhook rejects reserved names in the charts it applies, so an identity
+/// declared in a manifest there conflicts with the agent.
+pub const WORKLOAD_INSTANCE_TYPE_MINISERVICE: &str = "miniservice";
 /// Bootstrap tokens the worker library gives up for a mounted projected token
 /// (`psat_source.go`): `NVCF_WORKER_TOKEN`, `NVCT_WORKER_TOKEN` for tasks.
 pub const BOOTSTRAP_TOKEN_ENV: [&str; 2] = ["NVCF_WORKER_TOKEN", "NVCT_WORKER_TOKEN"];

@@ -27,6 +27,7 @@ pub const TOKEN_AUDIENCE: &str = "NVW201";
 pub const TOKEN_EXPIRATION: &str = "NVW202";
 pub const AUTOMOUNT: &str = "NVW203";
 pub const WORKER_ENV: &str = "NVW204";
+pub const MANIFEST_IDENTITY_IN_AGENT_NAMESPACE: &str = "NVW205";
 
 /// Where a rule can be enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -339,6 +340,20 @@ pub const RULES: &[Rule] = &[
         reads: "a live pod's container env",
         at: &[Where::Audit],
         not_at: LIVE_ONLY,
+    },
+    Rule {
+        id: MANIFEST_IDENTITY_IN_AGENT_NAMESPACE,
+        name: "ManifestIdentityInAgentNamespace",
+        severity: Severity::Error,
+        short: "A manifest-declared worker identity in a namespace the agent provisions itself",
+        full: "A namespace whose workload-instance-type label the agent set to miniservice is a MiniService's, made by the agent: its reconciler creates the worker ServiceAccount and resets the worker Role and RoleBinding, its webhook rejects reserved names in the charts it applies, and it registers with ICMS only the pods it made. An identity declared there with `inject` fights the reconciler and gets no token ICMS accepts.",
+        help: "Remove the manifest-declared ServiceAccount, Role and RoleBinding (uninject the workload) and let the agent provision the namespace's nvcf-worker.",
+        reads: "the trio's origin label and its live Namespace's labels",
+        at: &[Where::Audit],
+        not_at: &[
+            (Where::Manifest, "a manifest does not say which namespaces the agent provisions: the label is on the live Namespace, which the agent makes"),
+            (Where::Admission, "the agent's own webhook already rejects reserved names in the charts it applies to these namespaces; audit finds identities that reached one by other means"),
+        ],
     },
 ];
 

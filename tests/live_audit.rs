@@ -194,3 +194,126 @@ fn bootstrap_rbac_warnings_are_left_out_but_a_look_alike_is_reported() {
     assert_eq!(on(&forged), [("error", "NVW102")], "{doc:#}");
     assert_eq!(doc["warnings"], 1, "{doc:#}");
 }
+
+const INSTANCE_TYPE: &str = "nvca.nvcf.nvidia.io/workload-instance-type";
+
+/// As in `tests/live_list.rs`: a namespace the agent provisions, one with the
+/// agent's other value, one without the label; in each the same manifest-declared
+/// identity, and in the agent's also the agent's own `nvcf-worker`.
+fn agent_namespaces(c: &Cluster) -> [String; 3] {
+    let agent = c.ns_labelled("miniservice", json!({INSTANCE_TYPE: "miniservice"}));
+    let pod_spec = c.ns_labelled("podspec", json!({INSTANCE_TYPE: "pod_spec"}));
+    let plain = c.ns.clone();
+    for ns in [&agent, &pod_spec, &plain] {
+        c.create(deployment(ns, "web"));
+        c.seed_manifest_trio(ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
+    }
+    c.seed_agent_worker(&agent, "ms-1");
+    [agent, pod_spec, plain]
+}
+
+fn nvw205(doc: &Value) -> Vec<&Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "NVW205")
+        .collect()
+}
+
+#[test]
+fn nvw205_flags_a_manifest_identity_where_the_agent_provisions_and_no_look_alike() {
+    let c = Cluster::start();
+    let [agent, pod_spec, plain] = agent_namespaces(&c);
+
+    let out = c.run(&["audit", "-n", &agent, "--cluster-id", "prod-1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let expected = format!(
+        "error NVW205: worker identity \"nvcf-worker-web\" is declared in a manifest in namespace {agent}, which the agent provisions itself ({INSTANCE_TYPE}=miniservice): its reconciler owns the worker identity there and registers only its own pods; remove this ServiceAccount, Role and RoleBinding and let the agent provision the namespace's identity (ServiceAccount/{agent}/nvcf-worker-web metadata.labels.nvcf.io/identity-origin)"
+    );
+    assert!(
+        text.lines().any(|l| l == expected),
+        "missing {expected:?} in\n{text}"
+    );
+    assert_eq!(text.matches("NVW205").count(), 1, "{text}");
+
+    let doc: Value = serde_json::from_str(&stdout(&c.run(&[
+        "audit",
+        "-n",
+        &agent,
+        "--cluster-id",
+        "prod-1",
+        "-o",
+        "json",
+    ])))
+    .unwrap();
+    let found = nvw205(&doc);
+    assert_eq!(found.len(), 1, "{doc:#}");
+    assert_eq!(found[0]["severity"], "error");
+    assert_eq!(
+        found[0]["resource"],
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "name": "nvcf-worker-web", "namespace": agent})
+    );
+
+    // The agent's other value, and no label: the same identity passes.
+    for ns in [&pod_spec, &plain] {
+        let out = c.run(&["audit", "-n", ns, "--cluster-id", "prod-1", "-o", "json"]);
+        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert!(nvw205(&doc).is_empty(), "{ns}: {doc:#}");
+        let text = stdout(&c.run(&["audit", "-n", ns, "--cluster-id", "prod-1"]));
+        assert!(!text.contains("NVW205"), "{ns}: {text}");
+    }
+}
+
+#[test]
+fn nvw205_says_it_could_not_tell_when_namespaces_cannot_be_read() {
+    let c = Cluster::start();
+    let [agent, ..] = agent_namespaces(&c);
+    // A real user who may list everything audit reads, but not namespaces.
+    let user = format!("auditor-{}", c.id);
+    let name = format!("nvw-auditor-{}", c.id);
+    c.create(json!({"apiVersion": RBAC, "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods", "podtemplates", "replicationcontrollers", "serviceaccounts", "secrets"], "verbs": ["list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ["list"]}]}));
+    c.adopt_cluster_scoped(RBAC, "ClusterRole", &name);
+    c.create(json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}));
+    c.adopt_cluster_scoped(RBAC, "ClusterRoleBinding", &name);
+    let kubeconfig = c.cp.user_kubeconfig(&user, &[], Some(&agent));
+    let out = run_with(
+        &kubeconfig,
+        &["audit", "--cluster-id", "prod-1", "-o", "json"],
+    );
+    let doc: Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)));
+    assert!(nvw205(&doc).is_empty(), "{doc:#}");
+    let unchecked: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("NVW205 not checked")
+        })
+        .collect();
+    assert_eq!(unchecked.len(), 1, "{doc:#}");
+    assert_eq!(unchecked[0]["severity"], "warning");
+    let message = unchecked[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "NVW205 not checked for {agent}/nvcf-worker-web: cannot get namespace \"{agent}\""
+        )) && message.contains(&format!(
+            "User \"{user}\" cannot get resource \"namespaces\""
+        )) && message.contains("grant get on namespaces"),
+        "{message}"
+    );
+}

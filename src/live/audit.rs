@@ -17,6 +17,8 @@ use std::io::Write;
 use serde_json::Value;
 
 use super::client::{self, Kube, Resource, Scope};
+use super::inventory::{self, Identity, ListedObject, MadeBy, Member};
+use super::namespaces::{self, AgentNamespaces};
 use super::output::{self, Format};
 use crate::error::{Error, Result};
 use crate::guard;
@@ -371,6 +373,59 @@ pub fn check_pod(
     out
 }
 
+/// NVW205 for each manifest-declared identity in a namespace the agent provisions
+/// itself, on its ServiceAccount (else its Role, else its RoleBinding). When the
+/// namespaces could not be read, one warning says so and names the identities
+/// left unchecked: never a guess either way.
+pub fn agent_namespace_findings(
+    identities: &[Identity],
+    namespaces: &AgentNamespaces,
+) -> Vec<Finding> {
+    let declared: Vec<&Identity> = identities
+        .iter()
+        .filter(|id| id.made_by() == MadeBy::Manifest)
+        .collect();
+    let mut out = Vec::new();
+    let mut unchecked = Vec::new();
+    for id in &declared {
+        match namespaces.provisioned(&id.namespace) {
+            Some(true) => {
+                let member = [Member::ServiceAccount, Member::Role, Member::RoleBinding]
+                    .into_iter()
+                    .find_map(|m| id.member(m))
+                    .expect("an identity has a member");
+                let resource = member.member.resource();
+                out.push(
+                    Finding::error(format!(
+                        "worker identity {:?} is {}",
+                        id.name,
+                        super::list::conflict_note(&id.namespace)
+                    ))
+                    .rule(rules::MANIFEST_IDENTITY_IN_AGENT_NAMESPACE)
+                    .resource(Some(ResourceRef {
+                        api_version: resource.api_version.into(),
+                        kind: resource.kind.into(),
+                        name: id.name.clone(),
+                        namespace: Some(id.namespace.clone()),
+                    }))
+                    .field(format!("metadata.labels.{}", identity::ORIGIN_LABEL)),
+                );
+            }
+            Some(false) => {}
+            None => unchecked.push(format!("{}/{}", id.namespace, id.name)),
+        }
+    }
+    if !unchecked.is_empty() {
+        out.push(Finding::warning(format!(
+            "{} not checked for {}: {}",
+            rules::MANIFEST_IDENTITY_IN_AGENT_NAMESPACE,
+            unchecked.join(", "),
+            namespaces.why_unknown().unwrap_or("unknown")
+        )));
+    }
+    out
+}
+
 /// The label kube-apiserver puts on the RBAC objects it creates at start.
 const BOOTSTRAP_LABEL: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
 
@@ -534,6 +589,21 @@ pub async fn run(
         .map(|f| f.at(Location::default()))
         .collect();
     findings.extend(without_mirrored_account(guard_findings));
+
+    // Manifest-declared identities in namespaces the agent provisions itself.
+    let trio_members = [
+        client::SERVICE_ACCOUNTS,
+        client::ROLES,
+        client::ROLE_BINDINGS,
+    ]
+    .iter()
+    .filter_map(|r| AUDITED.iter().position(|a| a == r))
+    .flat_map(|i| lists[i].iter())
+    .filter_map(ListedObject::from_item);
+    let identities = inventory::identities(trio_members);
+    let needed = super::declared_namespaces(&identities);
+    let agent_namespaces = namespaces::read(kube, scope, &needed).await?;
+    findings.extend(agent_namespace_findings(&identities, &agent_namespaces));
 
     let errors = findings
         .iter()
@@ -727,6 +797,53 @@ mod tests {
         );
         assert!(exemption(&own, "nvcf-worker-runner", &listed).is_some());
         assert!(exemption(&own, "nvcf-worker-other", &listed).is_none());
+    }
+
+    #[test]
+    fn nvw205_flags_declared_identities_in_agent_namespaces_only() {
+        use crate::live::inventory::tests::{manifest_trio, trio};
+        use std::collections::HashMap;
+        let objects = [
+            manifest_trio("agent", "nvcf-worker-web", "Deployment/web", "apps/v1"),
+            manifest_trio("plain", "nvcf-worker-web", "Deployment/web", "apps/v1"),
+            trio("agent", "nvcf-worker-p", 3600),
+        ]
+        .concat();
+        let ids = inventory::identities(objects);
+        let read = AgentNamespaces::Read(HashMap::from([
+            ("agent".to_string(), true),
+            ("plain".to_string(), false),
+        ]));
+        let found = agent_namespace_findings(&ids, &read);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].rule,
+            Some(rules::MANIFEST_IDENTITY_IN_AGENT_NAMESPACE)
+        );
+        assert_eq!(found[0].severity, Severity::Error);
+        let at = found[0].resource.as_ref().unwrap();
+        assert_eq!(
+            (at.kind.as_str(), at.name.as_str(), at.namespace.as_deref()),
+            ("ServiceAccount", "nvcf-worker-web", Some("agent"))
+        );
+        assert!(
+            found[0]
+                .message
+                .contains("remove this ServiceAccount, Role and RoleBinding"),
+            "{}",
+            found[0].message
+        );
+        let denied =
+            agent_namespace_findings(&ids, &AgentNamespaces::Unreadable("forbidden".into()));
+        assert_eq!(denied.len(), 1);
+        assert_eq!(denied[0].severity, Severity::Warning);
+        assert!(
+            denied[0]
+                .message
+                .contains("agent/nvcf-worker-web, plain/nvcf-worker-web: forbidden"),
+            "{}",
+            denied[0].message
+        );
     }
 
     #[test]

@@ -37,6 +37,7 @@ const fn res(
 }
 
 pub const SERVICE_ACCOUNTS: Resource = res("v1", "ServiceAccount", "serviceaccounts", true);
+pub const NAMESPACES: Resource = res("v1", "Namespace", "namespaces", false);
 pub const PODS: Resource = res("v1", "Pod", "pods", true);
 pub const SECRETS: Resource = res("v1", "Secret", "secrets", true);
 pub const REPLICATION_CONTROLLERS: Resource = res(

@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::client::{self, Resource};
 use crate::identity::{
-    is_reserved, MINISERVICE_LABEL, ORIGIN_LABEL, ORIGIN_MANIFEST, PREFIX, SCOPE_ANNOTATION,
-    SCOPE_NAMESPACE, WORKER_NAME, WORKLOAD_ANNOTATION, WORKLOAD_API_VERSION_ANNOTATION,
+    is_reserved, INFRA_ANNOTATION, MINISERVICE_LABEL, ORIGIN_LABEL, ORIGIN_MANIFEST, PREFIX,
+    SCOPE_ANNOTATION, SCOPE_NAMESPACE, WORKER_NAME, WORKLOAD_ANNOTATION,
+    WORKLOAD_API_VERSION_ANNOTATION,
 };
 
 /// The three objects of an identity, in the order cleanup deletes them (the reverse
@@ -113,6 +114,31 @@ pub enum Origin {
     /// MiniService (`miniservice` names it), or declared with `naming: per-namespace`.
     /// Whatever runs as it is its owner.
     Namespace { miniservice: Option<String> },
+}
+
+/// Who made an identity, by the marks on its objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MadeBy {
+    /// The agent: its infra annotation or MiniService label (`setWorkerIdentityMeta`),
+    /// or a per-pod `nvcf-worker-<pod>` without any marks, as the per-pod agent
+    /// provisions them.
+    Agent,
+    /// Declared in a manifest: `inject`'s origin label on some member.
+    Manifest,
+    /// `nvcf-worker` with neither the agent's marks nor the transformer's: made by
+    /// hand or by an agent that did not mark it; never guessed either way.
+    Unknown,
+}
+
+impl MadeBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MadeBy::Agent => "agent",
+            MadeBy::Manifest => "manifest",
+            MadeBy::Unknown => "unknown",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -327,6 +353,31 @@ impl Identity {
                 }
             }
             _ => Origin::ManifestUnknownOwner,
+        }
+    }
+
+    /// Who made it. The transformer's origin label wins over the agent's marks: a
+    /// declared identity whose Role the agent has since reset is still declared.
+    pub fn made_by(&self) -> MadeBy {
+        let manifest = self.first_with(|o| {
+            (o.labels.get(ORIGIN_LABEL).map(String::as_str) == Some(ORIGIN_MANIFEST)).then_some(())
+        });
+        if manifest.is_some() {
+            return MadeBy::Manifest;
+        }
+        let agents = self.first_with(|o| {
+            (o.annotations
+                .get(INFRA_ANNOTATION)
+                .is_some_and(|v| !v.is_empty())
+                || o.labels
+                    .get(MINISERVICE_LABEL)
+                    .is_some_and(|v| !v.is_empty()))
+            .then_some(())
+        });
+        if agents.is_some() || self.name != WORKER_NAME {
+            MadeBy::Agent
+        } else {
+            MadeBy::Unknown
         }
     }
 
@@ -674,6 +725,46 @@ pub(crate) mod tests {
             Some("in use: pod p (Running), pod q (Pending), Job/j's pod template runs as it")
         );
         assert_eq!(a.pods.len(), 2);
+    }
+
+    #[test]
+    fn made_by_reads_the_marks_and_never_guesses_a_bare_namespace_identity() {
+        assert_eq!(
+            identities(trio("n", "nvcf-worker-p", 3600))[0].made_by(),
+            MadeBy::Agent
+        );
+        let declared = identities(manifest_trio(
+            "n",
+            "nvcf-worker-web",
+            "Deployment/web",
+            "apps/v1",
+        ));
+        assert_eq!(declared[0].made_by(), MadeBy::Manifest);
+        assert_eq!(
+            identities(trio("n", WORKER_NAME, 3600))[0].made_by(),
+            MadeBy::Unknown
+        );
+        let agents: Vec<ListedObject> = trio("n", WORKER_NAME, 3600)
+            .into_iter()
+            .map(|mut o| {
+                o.labels.insert(MINISERVICE_LABEL.into(), "ms".into());
+                o.annotations.insert(INFRA_ANNOTATION.into(), "true".into());
+                o
+            })
+            .collect();
+        assert_eq!(identities(agents)[0].made_by(), MadeBy::Agent);
+        // Declared, then reset by the agent's reconciler: still declared.
+        let reset: Vec<ListedObject> =
+            manifest_trio("n", "nvcf-worker-web", "Deployment/web", "apps/v1")
+                .into_iter()
+                .map(|mut o| {
+                    if o.member == Member::Role {
+                        o.annotations.insert(INFRA_ANNOTATION.into(), "true".into());
+                    }
+                    o
+                })
+                .collect();
+        assert_eq!(identities(reset)[0].made_by(), MadeBy::Manifest);
     }
 
     #[test]

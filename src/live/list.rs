@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::cleanup::{Plan, PlannedIdentity};
 use super::executor::Summary;
-use super::inventory::{human_age, Member, Origin, OwnerStatus, State, StateOptions};
+use super::inventory::{human_age, MadeBy, Member, Origin, OwnerStatus, State, StateOptions};
+use super::namespaces::AgentNamespaces;
 use super::output::{self, Format};
 use super::Inventory;
 use crate::error::{Error, Result};
@@ -53,6 +54,17 @@ pub struct Row {
     /// or `namespace` (`nvcf-worker`, the agent's MiniService identity or declared
     /// with `naming: per-namespace`).
     pub origin: &'static str,
+    /// `agent`, `manifest` or `unknown`: who made the identity, by its marks.
+    pub made_by: MadeBy,
+    /// Manifest-declared identities only: true when their namespace is one the
+    /// agent provisions itself, false when not, null when that cannot be told
+    /// (the namespaces could not be read). Absent for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<Option<bool>>,
+    /// When `conflict` is true, what is wrong and what to do; when null, why it
+    /// cannot be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub owner: OwnerRef,
     pub members: Members,
     pub complete: bool,
@@ -67,7 +79,21 @@ fn timestamp(secs: i64) -> Option<String> {
         .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
-pub fn rows(inventory: &Inventory, now: i64, options: &StateOptions) -> Vec<Row> {
+/// What `conflict` says of a manifest-declared identity in an agent-provisioned namespace.
+pub fn conflict_note(namespace: &str) -> String {
+    format!(
+        "declared in a manifest in namespace {namespace}, which the agent provisions itself ({}={}): its reconciler owns the worker identity there and registers only its own pods; remove this ServiceAccount, Role and RoleBinding and let the agent provision the namespace's identity",
+        crate::identity::WORKLOAD_INSTANCE_TYPE_LABEL,
+        crate::identity::WORKLOAD_INSTANCE_TYPE_MINISERVICE
+    )
+}
+
+pub fn rows(
+    inventory: &Inventory,
+    namespaces: &AgentNamespaces,
+    now: i64,
+    options: &StateOptions,
+) -> Vec<Row> {
     inventory
         .identities
         .iter()
@@ -97,10 +123,22 @@ pub fn rows(inventory: &Inventory, now: i64, options: &StateOptions) -> Vec<Row>
                     created_at: o.created.and_then(timestamp),
                 })
             };
+            let made_by = id.made_by();
+            let (conflict, note) = match made_by {
+                MadeBy::Manifest => match namespaces.provisioned(&id.namespace) {
+                    Some(true) => (Some(Some(true)), Some(conflict_note(&id.namespace))),
+                    Some(false) => (Some(Some(false)), None),
+                    None => (Some(None), namespaces.why_unknown().map(str::to_string)),
+                },
+                MadeBy::Agent | MadeBy::Unknown => (None, None),
+            };
             Row {
                 namespace: id.namespace.clone(),
                 name: id.name.clone(),
                 origin,
+                made_by,
+                conflict,
+                note,
                 owner: OwnerRef {
                     api_version,
                     kind,
@@ -145,6 +183,19 @@ fn owner_status_cell(o: &OwnerRef) -> String {
     }
 }
 
+/// The NOTE column: empty unless a manifest-declared identity is in a namespace
+/// the agent provisions (`conflict`), or that cannot be told (`unknown`).
+fn note_cell(r: &Row) -> String {
+    match r.conflict {
+        Some(Some(true)) => format!(
+            "conflict: the agent provisions this namespace (audit {})",
+            crate::rules::MANIFEST_IDENTITY_IN_AGENT_NAMESPACE
+        ),
+        Some(None) => "agent namespace unknown: namespaces unreadable".into(),
+        Some(Some(false)) | None => String::new(),
+    }
+}
+
 fn trio_cell(m: &Members) -> String {
     let missing: Vec<&str> = [
         (m.service_account.is_none(), "ServiceAccount"),
@@ -169,6 +220,7 @@ fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Re
             *w = (*w).max(c.chars().count());
         }
     }
+    // An empty last column (NOTE, mostly) leaves no trailing blanks.
     let line = |cells: Vec<&str>| {
         let mut s = String::new();
         for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
@@ -178,7 +230,7 @@ fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Re
                 s.push_str(&format!("{c:<w$}   "));
             }
         }
-        s
+        s.trim_end().to_string()
     };
     writeln!(out, "{}", line(header.to_vec())).map_err(write_err)?;
     for r in rows {
@@ -200,11 +252,13 @@ pub fn render(rows: &[Row], format: Option<Format>, out: &mut dyn Write) -> Resu
                         r.namespace.clone(),
                         r.name.clone(),
                         r.origin.to_string(),
+                        r.made_by.as_str().to_string(),
                         owner_cell(&r.owner),
                         owner_status_cell(&r.owner),
                         trio_cell(&r.members),
                         r.age_seconds.map_or("<unknown>".into(), human_age),
                         r.state.as_str().to_string(),
+                        note_cell(r),
                     ]
                 })
                 .collect();
@@ -213,11 +267,13 @@ pub fn render(rows: &[Row], format: Option<Format>, out: &mut dyn Write) -> Resu
                     "NAMESPACE",
                     "NAME",
                     "ORIGIN",
+                    "MADE-BY",
                     "OWNER",
                     "OWNER-STATUS",
                     "TRIO",
                     "AGE",
                     "STATE",
+                    "NOTE",
                 ],
                 &cells,
                 out,

@@ -9,6 +9,7 @@ pub mod describe;
 pub mod executor;
 pub mod inventory;
 pub mod list;
+pub mod namespaces;
 pub use crate::output;
 
 use std::io::{IsTerminal, Write};
@@ -572,6 +573,16 @@ fn select(inventory: &mut Inventory, selector: Option<&Selector>) {
     });
 }
 
+/// The namespaces of the manifest-declared identities: the ones whose labels
+/// `list` and `audit` read, to flag those the agent provisions itself.
+pub fn declared_namespaces(identities: &[Identity]) -> std::collections::BTreeSet<String> {
+    identities
+        .iter()
+        .filter(|id| id.made_by() == inventory::MadeBy::Manifest)
+        .map(|id| id.namespace.clone())
+        .collect()
+}
+
 /// Parsed before any request: a typo in `-l` is the user's, not the server's.
 fn parse_selector(text: Option<&str>) -> Result<Option<Selector>> {
     text.map(|t| Selector::parse(t).map_err(|e| Error::Usage(format!("-l/--selector {t:?}: {e}"))))
@@ -585,7 +596,9 @@ pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
         let scope = scope(&args.connection, &args.scope, &kube);
         let mut inventory = gather(&kube, &scope).await?;
         select(&mut inventory, selector.as_ref());
-        let rows = list::rows(&inventory, now(), &args.state.options());
+        let agent_namespaces =
+            namespaces::read(&kube, &scope, &declared_namespaces(&inventory.identities)).await?;
+        let rows = list::rows(&inventory, &agent_namespaces, now(), &args.state.options());
         list::render(&rows, args.output, stdout)
     })
 }

@@ -164,6 +164,24 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("create namespace {ns}: {e}"));
     }
 
+    /// This test's namespace `<base>-<id>` with `labels` besides the test's own
+    /// (the agent's `nvca.nvcf.nvidia.io/workload-instance-type`, say).
+    pub fn ns_labelled(&self, base: &str, labels: Value) -> String {
+        let ns = format!("{base}-{}", self.id);
+        assert!(
+            self.namespaces.lock().unwrap().insert(ns.clone()),
+            "namespace {ns} made twice"
+        );
+        let mut all = labels;
+        all[TEST_LABEL] = json!(std::process::id().to_string());
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": all}});
+        self.admin
+            .create(&obj)
+            .unwrap_or_else(|e| panic!("create namespace {ns}: {e}"));
+        ns
+    }
+
     /// Takes over a namespace made by other means (e.g. `kubectl apply`): it is
     /// labelled as a test's and deleted with this test's namespaces.
     pub fn adopt_namespace(&self, ns: &str) {
@@ -287,6 +305,22 @@ impl Cluster {
     /// The ServiceAccount, Role and RoleBinding the agent makes for a pod.
     pub fn seed_trio(&self, ns: &str, name: &str) -> Vec<Value> {
         self.create_all(trio(ns, name, None))
+    }
+
+    /// `nvcf-worker` as the MiniService agent makes it (`ensureWorkerIdentity`):
+    /// its MiniService label and infra annotation on all three.
+    pub fn seed_agent_worker(&self, ns: &str, miniservice: &str) -> Vec<Value> {
+        let objs = trio(ns, "nvcf-worker", None)
+            .into_iter()
+            .map(|mut o| {
+                o["metadata"]["labels"] =
+                    json!({"nvca.nvcf.nvidia.io/miniservice-name": miniservice});
+                o["metadata"]["annotations"] =
+                    json!({"nvca.nvcf.nvidia.io/nvca-infra-object": "true"});
+                o
+            })
+            .collect();
+        self.create_all(objs)
     }
 
     /// The trio as `inject` declares it for a workload `(apiVersion, kind, name)`.
