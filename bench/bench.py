@@ -10,9 +10,17 @@ whole processes of release builds (best of 3 runs, output to /dev/null):
   - `inject` over the corpus, with its ratio to both,
   - parse-only of the corpus as one stream and split one file per object,
   - `validate` over both forms, with its ratio to parse-only,
-and the peak RSS of `inject` against the input size. Then the wall time of a
-one-item ResourceList through the KRM function (median of 30 runs).
+and the peak RSS of `inject` against the input size; the same with every
+workload selected (`-l ''`, where all the work is done); the KRM function on the
+corpus as one ResourceList (as kpt sends it: block YAML, every workload selected)
+against the round trips of that ResourceList, with its peak RSS; `inject
+--in-place` on the corpus split one file per object against the same run to
+stdout; and `kubectl kustomize` with patches that add the account, automount and
+token volume to the default selection, at N=200 and N=2000 (patches only: no trio,
+so a lower bound for kustomize). Then the wall time of a one-item ResourceList
+through the KRM function (median of 30 runs).
 """
+import shutil
 import os, resource, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,6 +64,70 @@ def split(corpus, folder):
     return len(docs)
 
 
+def resource_list(corpus, out):
+    """The corpus as kpt would send it: items indented in block YAML, every
+    workload selected."""
+    with open(corpus) as f, open(out, "w") as o:
+        o.write("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n"
+                "  apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: fn}\n"
+                "  data: {clusterID: bench, selector: ''}\nitems:\n")
+        first = True
+        for line in f:
+            if line.startswith("---"):
+                first = True
+                continue
+            if first:
+                o.write("- " + line)
+                first = False
+            else:
+                o.write(("  " + line) if line.strip() else line)
+
+
+WORKLOAD_PATHS = {
+    "Pod": "spec", "Deployment": "spec.template.spec", "StatefulSet": "spec.template.spec",
+    "DaemonSet": "spec.template.spec", "ReplicaSet": "spec.template.spec", "Job": "spec.template.spec",
+    "CronJob": "spec.jobTemplate.spec.template.spec",
+}
+
+
+def kustomization(corpus, folder):
+    """kustomize's nearest equivalent of inject on the default selection: one
+    strategic-merge patch per workload kind, by label, setting the account and
+    automount and adding the token volume."""
+    os.makedirs(folder)
+    shutil.copy(corpus, os.path.join(folder, "all.yaml"))
+    patches = []
+    for kind, path in WORKLOAD_PATHS.items():
+        api = {"Pod": "v1", "Job": "batch/v1", "CronJob": "batch/v1"}.get(kind, "apps/v1")
+        body = ("serviceAccountName: nvcf-worker\nautomountServiceAccountToken: false\n"
+                "volumes:\n- name: nvcf-worker-token\n  projected:\n    sources:\n"
+                "    - serviceAccountToken: {audience: nvcf-icms:bench, expirationSeconds: 900, path: token}\n")
+        keys = path.split(".")
+        text, indent = "", ""
+        for k in keys:
+            text += f"{indent}{k}:\n"
+            indent += "  "
+        text += "".join(indent + l + "\n" for l in body.splitlines())
+        name = f"{kind.lower()}.yaml"
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(f"apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: any\n{text}")
+        patches.append(f"- path: {name}\n  target:\n    kind: {kind}\n    labelSelector: nvcf.io/worker=true\n")
+    with open(os.path.join(folder, "kustomization.yaml"), "w") as f:
+        f.write("resources: [all.yaml]\npatches:\n" + "".join(patches))
+
+
+def in_place_runs(folder, n=3):
+    """Best wall time of `inject -i` on fresh copies of `folder`, and of the same
+    run to stdout."""
+    times = []
+    for i in range(n):
+        copy = f"{folder}-inplace{i}"
+        shutil.copytree(folder, copy)
+        times.append(run([TOOL, "inject", "-i", "-q", "-f", copy, "--cluster-id", "bench", "-l", ""])[0])
+        shutil.rmtree(copy)
+    return min(times), best([TOOL, "inject", "-q", "-f", folder, "--cluster-id", "bench", "-l", ""])
+
+
 def main():
     sizes = [int(a) for a in sys.argv[1:]] or [2000, 10000]
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "kubectl-nvcf-worker", "--example", "yaml_baseline"], cwd=ROOT, check=True)
@@ -77,6 +149,24 @@ def main():
         val_stream = best([TOOL, "validate", corpus])
         val_split = best([TOOL, "validate", folder])
         rss = peak_rss([TOOL, "inject", "-f", corpus, "--cluster-id", "bench"])
+        every = [TOOL, "inject", "-f", corpus, "--cluster-id", "bench", "-l", ""]
+        inj_all = best(every)
+        rss_all = peak_rss(every)
+        rl = os.path.join(tmp, f"rl{n}.yaml")
+        resource_list(corpus, rl)
+        rl_size = os.path.getsize(rl)
+        rl_events = best([BASE, "events", rl])
+        rl_naive = best([BASE, "serde-yaml", rl])
+        krm_times = []
+        for _ in range(3):
+            with open(rl, "rb") as f:
+                krm_times.append(run([TOOL], stdin=f)[0])
+        krm = min(krm_times)
+        rss_krm = int(subprocess.check_output([sys.executable, "-c",
+            "import resource,subprocess,sys;"
+            "subprocess.run([sys.argv[1]],stdin=open(sys.argv[2],'rb'),stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True);"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)", TOOL, rl]))
+        in_place, to_stdout = in_place_runs(folder) if n <= 2000 else (None, None)
         print(f"N={n}: corpus {size / 1e6:.1f} MB, {files} objects")
         for label, value in [
             ("  libyaml-safer event round trip (s)", rt),
@@ -92,8 +182,34 @@ def main():
             ("  validate / parse, split files (target <= 1.1)", val_split / parse_split),
             ("  inject peak RSS (MB)", rss / 1e6),
             ("  inject peak RSS / input size (target <= 3 at N=10000)", rss / size),
-        ]:
+            ("  inject -l '' (every workload) (s)", inj_all),
+            ("  inject -l '' / event round trip (target <= 1.3)", inj_all / rt),
+            ("  inject -l '' / serde_yaml round trip (target <= 1.0)", inj_all / naive),
+            ("  inject -l '' peak RSS / input size (target <= 3 at N=10000)", rss_all / size),
+            (f"  ResourceList of the corpus (MB)", rl_size / 1e6),
+            ("  KRM function, every workload (s)", krm),
+            ("  KRM / event round trip of the ResourceList", krm / rl_events),
+            ("  KRM / serde_yaml round trip of the ResourceList (target <= 1.2)", krm / rl_naive),
+            ("  KRM peak RSS / ResourceList size (target <= 3 at N=10000)", rss_krm / rl_size),
+        ] + ([
+            (f"  inject -i -l '', {files} files (s)", in_place),
+            (f"  inject -l '' to stdout, {files} files (s)", to_stdout),
+            ("  in place / to stdout (target <= 1.5 at N=2000)", in_place / to_stdout),
+        ] if in_place else []):
             print(f"{label:58} {value:12.3f}")
+    if shutil.which("kubectl"):
+        for n in [200, 2000]:
+            corpus = os.path.join(tmp, f"k{n}.yaml")
+            with open(corpus, "w") as f:
+                subprocess.run([sys.executable, GEN, str(n), "--yaml"], stdout=f, check=True)
+            folder = os.path.join(tmp, f"kustomize{n}")
+            kustomization(corpus, folder)
+            kz = best(["kubectl", "kustomize", folder], n=1 if n > 200 else 3)
+            inj = best([TOOL, "inject", "-f", corpus, "--cluster-id", "bench"])
+            print(f"N={n}: kubectl kustomize with equivalent patches")
+            print(f"{'  kubectl kustomize (s)':58} {kz:12.3f}")
+            print(f"{'  inject (s)':58} {inj:12.3f}")
+            print(f"{'  kubectl kustomize / inject':58} {kz / inj:12.1f}")
     rl = os.path.join(tmp, "one.yaml")
     with open(rl, "w") as f:
         f.write("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n"

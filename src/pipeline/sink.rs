@@ -424,6 +424,10 @@ pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
             guard.reraise();
         }
     }
+    if let Err(e) = sync_written(&temps) {
+        cleanup(&temps);
+        return Err(e);
+    }
     for (i, (temp, target)) in temps.iter().enumerate() {
         if let Err(e) = std::fs::rename(temp, target) {
             cleanup(&temps[i..]);
@@ -440,6 +444,32 @@ pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
     if guard.caught() {
         guard.reraise();
     }
+    Ok(())
+}
+
+/// Puts the temporary files' contents on disk before any rename makes them the
+/// files (a crash then leaves each file old or new, never empty): on Linux one
+/// `syncfs` per file system they are on, elsewhere each was synced as written.
+fn sync_written(temps: &[(std::path::PathBuf, std::path::PathBuf)]) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::io::AsRawFd;
+        let mut synced = std::collections::HashSet::new();
+        for (temp, _) in temps {
+            let name = temp.display().to_string();
+            let f = std::fs::File::open(temp).map_err(|e| Error::io(&name, e))?;
+            let dev = f.metadata().map_err(|e| Error::io(&name, e))?.dev();
+            if synced.insert(dev) {
+                // SAFETY: a valid, open file descriptor for the call's duration.
+                if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+                    return Err(Error::io(name, std::io::Error::last_os_error()));
+                }
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = temps;
     Ok(())
 }
 
@@ -507,7 +537,11 @@ fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::pa
             std::os::unix::fs::fchown(&f, Some(meta.uid()), Some(meta.gid()))?;
         }
         f.set_permissions(meta.permissions())?;
-        f.sync_all()
+        // Linux: one syncfs per file system before the renames (`sync_written`)
+        // instead of an fsync per file, which was most of an in-place run's time.
+        #[cfg(not(target_os = "linux"))]
+        f.sync_all()?;
+        Ok(())
     })();
     match written {
         Ok(()) => Ok((temp, target)),
