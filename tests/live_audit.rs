@@ -195,23 +195,6 @@ fn bootstrap_rbac_warnings_are_left_out_but_a_look_alike_is_reported() {
     assert_eq!(doc["warnings"], 1, "{doc:#}");
 }
 
-const INSTANCE_TYPE: &str = "nvca.nvcf.nvidia.io/workload-instance-type";
-
-/// As in `tests/live_list.rs`: a namespace the agent provisions, one with the
-/// agent's other value, one without the label; in each the same manifest-declared
-/// identity, and in the agent's also the agent's own `nvcf-worker`.
-fn agent_namespaces(c: &Cluster) -> [String; 3] {
-    let agent = c.ns_labelled("miniservice", json!({INSTANCE_TYPE: "miniservice"}));
-    let pod_spec = c.ns_labelled("podspec", json!({INSTANCE_TYPE: "pod_spec"}));
-    let plain = c.ns.clone();
-    for ns in [&agent, &pod_spec, &plain] {
-        c.create(deployment(ns, "web"));
-        c.seed_manifest_trio(ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
-    }
-    c.seed_agent_worker(&agent, "ms-1");
-    [agent, pod_spec, plain]
-}
-
 fn nvw205(doc: &Value) -> Vec<&Value> {
     doc["findings"]
         .as_array()
@@ -224,7 +207,7 @@ fn nvw205(doc: &Value) -> Vec<&Value> {
 #[test]
 fn nvw205_flags_a_manifest_identity_where_the_agent_provisions_and_no_look_alike() {
     let c = Cluster::start();
-    let [agent, pod_spec, plain] = agent_namespaces(&c);
+    let [agent, pod_spec, plain] = c.agent_namespaces();
 
     let out = c.run(&["audit", "-n", &agent, "--cluster-id", "prod-1"]);
     let text = stdout(&out);
@@ -269,7 +252,7 @@ fn nvw205_flags_a_manifest_identity_where_the_agent_provisions_and_no_look_alike
 #[test]
 fn nvw205_says_it_could_not_tell_when_namespaces_cannot_be_read() {
     let c = Cluster::start();
-    let [agent, ..] = agent_namespaces(&c);
+    let [agent, ..] = c.agent_namespaces();
     // A real user who may list everything audit reads, but not namespaces.
     let user = format!("auditor-{}", c.id);
     let name = format!("nvw-auditor-{}", c.id);

@@ -257,24 +257,6 @@ fn request_timeout_cuts_a_stalled_request_and_the_retry_succeeds() {
     assert_eq!(sa_lists, 2);
 }
 
-const INSTANCE_TYPE: &str = "nvca.nvcf.nvidia.io/workload-instance-type";
-
-/// The namespaces of the agent-namespace tests: one the agent provisions (a
-/// MiniService's), one with the label but the agent's other value, one without;
-/// in each the same manifest-declared identity with its Deployment, and in the
-/// agent's also the identity the agent itself makes there.
-fn agent_namespaces(c: &Cluster) -> [String; 3] {
-    let agent = c.ns_labelled("miniservice", json!({INSTANCE_TYPE: "miniservice"}));
-    let pod_spec = c.ns_labelled("podspec", json!({INSTANCE_TYPE: "pod_spec"}));
-    let plain = c.ns.clone();
-    for ns in [&agent, &pod_spec, &plain] {
-        c.create(deployment(ns, "web"));
-        c.seed_manifest_trio(ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
-    }
-    c.seed_agent_worker(&agent, "ms-1");
-    [agent, pod_spec, plain]
-}
-
 fn row_of<'a>(out: &'a str, name: &str) -> &'a str {
     out.lines()
         .find(|l| l.split_whitespace().nth(1) == Some(name))
@@ -285,7 +267,7 @@ fn row_of<'a>(out: &'a str, name: &str) -> &'a str {
 fn a_manifest_identity_where_the_agent_provisions_is_flagged_and_its_look_alikes_are_not() {
     // -A lists every namespace: no other test may have objects meanwhile.
     let c = Cluster::start_exclusive();
-    let [agent, pod_spec, plain] = agent_namespaces(&c);
+    let [agent, pod_spec, plain] = c.agent_namespaces();
 
     let out = ok(&c.run(&["list", "-n", &agent, "--min-age", "0s"]));
     let web = row_of(&out, "nvcf-worker-web");
@@ -369,7 +351,7 @@ fn a_manifest_identity_where_the_agent_provisions_is_flagged_and_its_look_alikes
 #[test]
 fn namespaces_that_cannot_be_read_are_unknown_never_guessed() {
     let c = Cluster::start();
-    let [agent, ..] = agent_namespaces(&c);
+    let [agent, ..] = c.agent_namespaces();
     // A real user who may list everything list reads in the namespace, but not
     // get the namespace itself.
     let user = format!("no-namespaces-{}", c.id);
@@ -438,4 +420,16 @@ fn namespaces_that_cannot_be_read_are_unknown_never_guessed() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn instance_type_label_is_the_agents() {
+    assert_eq!(
+        kubectl_nvcf_worker::identity::WORKLOAD_INSTANCE_TYPE_LABEL,
+        INSTANCE_TYPE
+    );
+    assert_eq!(
+        kubectl_nvcf_worker::identity::WORKLOAD_INSTANCE_TYPE_MINISERVICE,
+        "miniservice"
+    );
 }

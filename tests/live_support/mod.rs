@@ -31,6 +31,10 @@ pub const BIN: &str = match option_env!("CARGO_BIN_EXE_kubectl-nvcf-worker") {
     None => "",
 };
 pub const RBAC: &str = "rbac.authorization.k8s.io/v1";
+/// The agent's label on the namespaces it makes (`pkg/types/common_labels.go`),
+/// written out here as the agent's code has it; `instance_type_label_is_the_agents`
+/// ties the tool's constant to it.
+pub const INSTANCE_TYPE: &str = "nvca.nvcf.nvidia.io/workload-instance-type";
 /// The label on every namespace a test makes (value: the test process id).
 pub const TEST_LABEL: &str = "nvcf-worker-test";
 
@@ -305,6 +309,22 @@ impl Cluster {
     /// The ServiceAccount, Role and RoleBinding the agent makes for a pod.
     pub fn seed_trio(&self, ns: &str, name: &str) -> Vec<Value> {
         self.create_all(trio(ns, name, None))
+    }
+
+    /// The namespaces of the agent-namespace tests (`live_list`, `live_audit`): one
+    /// the agent provisions (a MiniService's), one with the label but the agent's
+    /// other value, one without; in each the same manifest-declared identity with
+    /// its Deployment, and in the agent's also the identity the agent makes there.
+    pub fn agent_namespaces(&self) -> [String; 3] {
+        let agent = self.ns_labelled("miniservice", json!({INSTANCE_TYPE: "miniservice"}));
+        let pod_spec = self.ns_labelled("podspec", json!({INSTANCE_TYPE: "pod_spec"}));
+        let plain = self.ns.clone();
+        for ns in [&agent, &pod_spec, &plain] {
+            self.create(deployment(ns, "web"));
+            self.seed_manifest_trio(ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
+        }
+        self.seed_agent_worker(&agent, "ms-1");
+        [agent, pod_spec, plain]
     }
 
     /// `nvcf-worker` as the MiniService agent makes it (`ensureWorkerIdentity`):
