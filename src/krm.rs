@@ -192,7 +192,7 @@ fn complete_kustomize_renames(docs: &mut [Document]) {
         let ns = namespace(root);
         let api = root.str_at(&["apiVersion"]).unwrap_or("").to_string();
         let kind = root.str_at(&["kind"]).unwrap_or("").to_string();
-        // (path to the map, key, the kind it names, that object's namespace)
+        // (the path to a mapping, its key, the name it takes)
         let mut fixes: Vec<(Vec<String>, &str, String)> = Vec::new();
         if let Some(spec) = crate::workload::pod_spec_path(&api, &kind) {
             let path: Vec<String> = spec.iter().map(|s| s.to_string()).collect();

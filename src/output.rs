@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::manifest::{from_json, node_to_yaml};
 
-/// The group and version of every live document; fields are only added within it.
+/// The group and version of every report document; fields are only added within it.
 pub const API_VERSION: &str = "report.nvcf.io/v1alpha1";
 
 /// `validate`: counts and findings of a check of manifests.
