@@ -812,12 +812,15 @@ fn write_synopsis(cmd: &clap::Command, out: &mut dyn Write) -> std::io::Result<(
     writeln!(out, ".SH SYNOPSIS\n{}", line.join(" "))
 }
 
+/// A section a page writes itself.
+type Section<'a> = dyn Fn(&mut dyn Write) -> std::io::Result<()> + 'a;
+
 /// One page as clap_mangen renders it, with `write_synopsis`'s synopsis; the main
 /// page's subcommand list is `subcommands` when given.
 fn write_page(
     cmd: &clap::Command,
     out: &mut dyn Write,
-    subcommands: Option<&dyn Fn(&mut dyn Write) -> std::io::Result<()>>,
+    subcommands: Option<&Section<'_>>,
 ) -> std::io::Result<()> {
     let man = clap_mangen::Man::new(cmd.clone());
     man.render_title(out)?;

@@ -395,7 +395,7 @@ pub fn from_utf16(bytes: &[u8]) -> std::result::Result<Option<Vec<u8>>, String> 
         return Ok(None);
     };
     let body = &bytes[2..];
-    if body.len() % 2 != 0 {
+    if !body.len().is_multiple_of(2) {
         return Err("starts with a UTF-16 byte order mark but has an odd number of bytes".into());
     }
     let units = body.chunks_exact(2).map(|c| match enc {
