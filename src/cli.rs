@@ -176,6 +176,10 @@ pub struct InjectArgs {
     /// Take the identity out of workloads that carry it but are no longer selected.
     #[arg(long)]
     pub prune: bool,
+    /// The contract the identities follow: one nvcf-worker per namespace (what the newest
+    /// agent and ICMS accept), or one nvcf-worker-<name> per workload (PR #846's) [default: per-namespace, or the config's naming].
+    #[arg(long, value_enum, value_name = "NAMING")]
+    pub naming: Option<crate::identity::Naming>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     pub output: StreamFormat,
@@ -335,6 +339,9 @@ impl InjectArgs {
         }
         if self.prune {
             cfg.prune = true;
+        }
+        if let Some(n) = self.naming {
+            cfg.naming = n;
         }
         if cfg.mode == crate::config::Mode::Uninject {
             return Err(Error::Usage(

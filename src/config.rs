@@ -29,7 +29,8 @@ pub struct Config {
     pub token_source: String,
     pub selector: Selector,
     pub include_init_containers: bool,
-    /// One identity per workload (default) or one `nvcf-worker` per namespace.
+    /// One `nvcf-worker` per namespace (default: the contract the newest agent and
+    /// ICMS accept) or one identity per workload (PR #846's).
     pub naming: Naming,
     /// Take the identity out of workloads that carry it but are no longer selected
     /// (by default they keep it, and the report says so).
@@ -46,7 +47,7 @@ impl Default for Config {
             token_source: identity::IDENTITY_SOURCE_PSAT.into(),
             selector: default_selector(),
             include_init_containers: false,
-            naming: Naming::PerWorkload,
+            naming: Naming::default(),
             prune: false,
         }
     }
@@ -241,7 +242,8 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
 
 fn parse_naming(n: &str) -> Result<Naming, ConfigError> {
     match n {
-        "" | "per-workload" => Ok(Naming::PerWorkload),
+        "" => Ok(Naming::default()),
+        "per-workload" => Ok(Naming::PerWorkload),
         "per-namespace" => Ok(Naming::PerNamespace),
         other => err(format!(
             "naming {other:?} is not per-workload or per-namespace"
@@ -343,7 +345,16 @@ mod tests {
         assert_eq!(c.naming, Naming::PerNamespace);
         let c = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  naming: per-workload\n").unwrap();
         assert_eq!(c.naming, Naming::PerWorkload);
-        assert_eq!(Config::default().naming, Naming::PerWorkload);
+        // The default is the contract the newest agent and ICMS accept; empty means it too.
+        assert_eq!(Config::default().naming, Naming::PerNamespace);
+        let c = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  naming: \"\"\n").unwrap();
+        assert_eq!(c.naming, Naming::PerNamespace);
+        let c =
+            cfg("apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec:\n  clusterID: c1\n")
+                .unwrap();
+        assert_eq!(c.naming, Naming::PerNamespace);
+        let c = cfg("apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nspec:\n  naming: per-workload\n").unwrap();
+        assert_eq!(c.naming, Naming::PerWorkload);
         let e = cfg("apiVersion: v1\nkind: ConfigMap\ndata:\n  naming: per-pod\n").unwrap_err();
         assert!(e.0.contains("per-pod"), "{e}");
     }

@@ -118,12 +118,32 @@ pub fn is_reserved(name: &str) -> bool {
     name == WORKER_NAME || name.starts_with(PREFIX)
 }
 
-/// How identities are named: one per workload (the default) or one per namespace.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How identities are named: the contract the output follows.
+///
+/// `PerNamespace` (the default) is the one the newest agent and ICMS accept: the
+/// agent's worker account is `nvcf-worker` in each namespace (`WorkerServiceAccountName`,
+/// `nvca/pkg/miniservice/workerguard.go`), and ICMS takes a worker token only when its
+/// subject is `system:serviceaccount:<ns>:nvcf-worker` (`WorkerAuth.expectedSubject`,
+/// `WorkerTokenVerificationService`). `PerWorkload` is the PR #846 contract, one
+/// `nvcf-worker-<name>` per workload, which an older ICMS read the instance from and the
+/// newest agent calls "the legacy per-instance naming prefix".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Naming {
-    #[default]
+    /// One nvcf-worker-<name> identity per workload (PR #846; the legacy per-instance prefix).
     PerWorkload,
+    /// One nvcf-worker identity per namespace (the MiniService agent; what the newest ICMS accepts).
+    #[default]
     PerNamespace,
+}
+
+impl Naming {
+    /// The value as the config and `--naming` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Naming::PerWorkload => "per-workload",
+            Naming::PerNamespace => "per-namespace",
+        }
+    }
 }
 
 pub fn audience(cluster_id: &str) -> String {

@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use helm_support::{bin_dir, copy_tree, fixture_chart, helm3, helm4, path_of};
 use kubectl_nvcf_worker::manifest::{parse_stream, to_json};
 use serde_json::Value;
-use support::{assert_contract, find, kinds_names, objects, temp_tree, AUDIENCE, CLUSTER};
+use support::{assert_contract_as, find, kinds_names, objects, temp_tree, AUDIENCE, CLUSTER};
 
 fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -174,7 +174,14 @@ fn kustomize_app() {
         ),
     ]);
     let objs = manifests(&generate(app.path(), &[("NVCF_CLUSTER_ID", CLUSTER)]));
-    assert_contract(&objs, "Deployment", "web", "team-a", &["app"]);
+    assert_contract_as(
+        &objs,
+        "Deployment",
+        "web",
+        "team-a",
+        &["app"],
+        "nvcf-worker",
+    );
 }
 
 #[test]
@@ -187,7 +194,14 @@ fn helm_chart_with_values_and_settings() {
         &[("NVCF_CLUSTER_ID", CLUSTER), ("HELM_VALUES", "prod.yaml")],
     ));
     // Release name and namespace come from the Application.
-    assert_contract(&objs, "Deployment", "shop-worker", "team-a", &["app"]);
+    assert_contract_as(
+        &objs,
+        "Deployment",
+        "shop-worker",
+        "team-a",
+        &["app"],
+        "nvcf-worker",
+    );
     let d = find(&objs, "Deployment", "shop-worker");
     assert_eq!(d["spec"]["replicas"], 5);
     let hook = find(&objs, "Job", "shop-migrate");
@@ -209,6 +223,8 @@ fn plain_manifests_leave_local_config_out() {
             ("NVCF_CLUSTER_ID", CLUSTER),
             ("NVCF_SELECTOR", "app=web"),
             ("NVCF_EXPIRATION_SECONDS", "3600"),
+            // The per-workload contract, by name.
+            ("NVCF_NAMING", "per-workload"),
         ],
     ));
     let token = &find(&objs, "Deployment", "web")["spec"]["template"]["spec"]["volumes"][0]
@@ -320,7 +336,14 @@ fn helm_chart_dependency_is_built_when_charts_lacks_it() {
             "{}",
             helm.display()
         );
-        assert_contract(&objs, "Deployment", "shop-worker", "team-a", &["app"]);
+        assert_contract_as(
+            &objs,
+            "Deployment",
+            "shop-worker",
+            "team-a",
+            &["app"],
+            "nvcf-worker",
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("helm dependency build"), "{stderr}");
         assert!(app.join("charts/common-0.1.0.tgz").is_file());
@@ -538,7 +561,14 @@ fn helm_values_inside_the_application_are_read() {
                 *replicas,
                 "{shell}, HELM_VALUES={setting:?}"
             );
-            assert_contract(&objs, "Deployment", "shop-worker", "team-a", &["app"]);
+            assert_contract_as(
+                &objs,
+                "Deployment",
+                "shop-worker",
+                "team-a",
+                &["app"],
+                "nvcf-worker",
+            );
         }
     }
 }

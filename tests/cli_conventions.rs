@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use support::{kubectl_objects_of, run, run_in, temp_tree};
+use support::{at, find, kubectl_objects_of, objects, run, run_in, temp_tree};
 
 const WORKER: &str = "\
 apiVersion: apps/v1
@@ -22,8 +22,11 @@ spec:
 fn quiet_drops_the_report_and_keeps_warnings_and_errors() {
     let out = run(&["inject", "-q", "--cluster-id", "c1", "-f", "-"], WORKER);
     out.ok();
-    assert!(
-        out.stdout.contains("serviceAccountName: nvcf-worker-web"),
+    // The default contract: the namespace's one nvcf-worker.
+    let objs = objects(&out.stdout);
+    assert_eq!(
+        at(find(&objs, "Deployment", "web"), "spec.template.spec")["serviceAccountName"],
+        "nvcf-worker",
         "{out}"
     );
     assert_eq!(out.stderr, "", "{out}");

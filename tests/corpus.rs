@@ -273,7 +273,7 @@ fn generated_corpus_injects_cleanly_and_idempotently() {
         selected >= 100,
         "every third workload is selected: {selected}"
     );
-    let out = inject(&stream, &[]);
+    let out = inject_per_workload(&stream, &[]);
     out.ok();
     let objs = objects(&out.stdout);
     assert_eq!(
@@ -289,7 +289,7 @@ fn generated_corpus_injects_cleanly_and_idempotently() {
     let v = validate_stdin(&out.stdout);
     v.ok();
     assert_eq!(v.stdout, "0 errors, 0 warnings in 1 file\n");
-    let again = inject(&out.stdout, &[]);
+    let again = inject_per_workload(&out.stdout, &[]);
     again.ok();
     assert_eq!(again.stdout, out.stdout, "idempotent");
     // Through the KRM function too.
@@ -297,7 +297,10 @@ fn generated_corpus_injects_cleanly_and_idempotently() {
     let with_cfg = format!(
         "{}functionConfig:\n{}",
         list.trim_end().to_string() + "\n",
-        indent(&configmap_config(&[("clusterID", "c")]), 2)
+        indent(
+            &configmap_config(&[("naming", "per-workload"), ("clusterID", "c")]),
+            2
+        )
     );
     let k = krm(&with_cfg);
     k.ok();

@@ -1319,7 +1319,8 @@ fn readme_pre_commit_blocks() -> Vec<String> {
 }
 
 /// A scratch git repository holding `identity.yaml` (the trio) and `web.yaml`
-/// (the workload), both what `inject` writes, committed without hooks.
+/// (the workload), both what `inject --naming per-workload` writes (the account is
+/// web's own, so another workload running as it is a forgery), committed without hooks.
 fn app_repo(env: &ShellEnv, name: &str) -> std::path::PathBuf {
     let repo = env.dir.path().join(name);
     fs::create_dir(&repo).unwrap();
@@ -1329,7 +1330,15 @@ fn app_repo(env: &ShellEnv, name: &str) -> std::path::PathBuf {
     fs::write(repo.join("app.yaml"), app).unwrap();
     let injected = stdout(
         env.command(BIN)
-            .args(["inject", "-f", "app.yaml", "--cluster-id", "prod-1"])
+            .args([
+                "inject",
+                "--naming",
+                "per-workload",
+                "-f",
+                "app.yaml",
+                "--cluster-id",
+                "prod-1",
+            ])
             .current_dir(&repo)
             .output()
             .unwrap(),

@@ -151,13 +151,13 @@ fn assert_injected(pkg: &Path) {
         kinds,
         [
             ("Deployment", "web", "ns1"),
-            ("ServiceAccount", "nvcf-worker-web", "ns1"),
-            ("Role", "nvcf-worker-web", "ns1"),
-            ("RoleBinding", "nvcf-worker-web", "ns1"),
+            ("ServiceAccount", "nvcf-worker", "ns1"),
+            ("Role", "nvcf-worker", "ns1"),
+            ("RoleBinding", "nvcf-worker", "ns1"),
         ]
     );
     let pod = &d[0]["spec"]["template"]["spec"];
-    assert_eq!(pod["serviceAccountName"].as_str(), Some("nvcf-worker-web"));
+    assert_eq!(pod["serviceAccountName"].as_str(), Some("nvcf-worker"));
     assert_eq!(pod["automountServiceAccountToken"].as_bool(), Some(false));
     let token = &pod["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"];
     assert_eq!(token["audience"].as_str(), Some("nvcf-icms:c1"));
@@ -393,6 +393,6 @@ fn v1beta1_resource_list_is_answered_in_v1beta1() {
     );
     assert_eq!(
         list["items"][3]["spec"]["template"]["spec"]["serviceAccountName"].as_str(),
-        Some("nvcf-worker-web")
+        Some("nvcf-worker")
     );
 }

@@ -41,6 +41,8 @@ spec:
 "#;
 
 const WORKER: &str = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata:\n  name: worker\nspec:\n  clusterID: c1\n  expirationSeconds: 3600\n";
+/// The transformer with the per-workload contract (`nvcf-worker-<name>`, marked for its workload).
+const WORKER_PER_WORKLOAD: &str = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata:\n  name: worker\nspec:\n  clusterID: c1\n  expirationSeconds: 3600\n  naming: per-workload\n";
 const GUARD: &str = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata:\n  name: guard\nspec:\n  mode: validate\n";
 
 /// A scratch directory whose XDG_CONFIG_HOME holds the installed plugin.
@@ -132,10 +134,11 @@ fn files<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     v.iter().map(|(n, c)| (*n, c.as_str())).collect()
 }
 
+/// The default contract's trio: the namespace's one nvcf-worker.
 const TRIO: [&str; 3] = [
-    "ServiceAccount/nvcf-worker-web",
-    "Role/nvcf-worker-web",
-    "RoleBinding/nvcf-worker-web",
+    "ServiceAccount/nvcf-worker",
+    "Role/nvcf-worker",
+    "RoleBinding/nvcf-worker",
 ];
 
 #[test]
@@ -152,7 +155,7 @@ fn transformer_injects_and_adds_the_trio() {
     assert_eq!(ids, want);
 
     let pod = &get(&objects, "Deployment/web")["spec"]["template"]["spec"];
-    assert_eq!(pod["serviceAccountName"].as_str(), Some("nvcf-worker-web"));
+    assert_eq!(pod["serviceAccountName"].as_str(), Some("nvcf-worker"));
     assert_eq!(pod["automountServiceAccountToken"].as_bool(), Some(false));
     let token = &pod["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"];
     assert_eq!(token["audience"].as_str(), Some("nvcf-icms:c1"));
@@ -163,10 +166,10 @@ fn transformer_injects_and_adds_the_trio() {
     );
     let service: Value = serde_yaml::from_str(SERVICE).unwrap();
     assert_eq!(get(&objects, "Service/web"), &service);
-    let sa = get(&objects, "ServiceAccount/nvcf-worker-web");
+    let sa = get(&objects, "ServiceAccount/nvcf-worker");
     assert_eq!(sa["automountServiceAccountToken"].as_bool(), Some(false));
     assert_eq!(
-        get(&objects, "Role/nvcf-worker-web")["rules"],
+        get(&objects, "Role/nvcf-worker")["rules"],
         Value::Sequence(vec![])
     );
 }
@@ -197,7 +200,7 @@ fn kustomization_namespace_reaches_the_trio_and_the_binding_subject() {
     );
     let base_objects = s.objects(&base);
     assert_eq!(
-        get(&base_objects, "RoleBinding/nvcf-worker-web")["subjects"][0]["namespace"].as_str(),
+        get(&base_objects, "RoleBinding/nvcf-worker")["subjects"][0]["namespace"].as_str(),
         Some("ns1")
     );
     for dir in [same, overlay] {
@@ -206,11 +209,11 @@ fn kustomization_namespace_reaches_the_trio_and_the_binding_subject() {
         for (id, o) in &objects {
             assert_eq!(o["metadata"]["namespace"].as_str(), Some("prod"), "{id}");
         }
-        let binding = get(&objects, "RoleBinding/nvcf-worker-web");
+        let binding = get(&objects, "RoleBinding/nvcf-worker");
         assert_eq!(
             binding["subjects"],
             serde_yaml::from_str::<Value>(
-                "[{kind: ServiceAccount, name: nvcf-worker-web, namespace: prod}]"
+                "[{kind: ServiceAccount, name: nvcf-worker, namespace: prod}]"
             )
             .unwrap(),
             "{}",
@@ -255,7 +258,9 @@ fn validator_passes_clean_and_injected_and_fails_forged() {
 #[test]
 fn renamed_by_a_later_kustomization_is_an_error_with_the_fix() {
     let s = Sandbox::new();
-    let base = app("resources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\n");
+    let mut base = app("resources: [deploy.yaml, service.yaml]\ntransformers: [worker.yaml]\n");
+    // Per workload: the trio is marked for Deployment/web, the name a rename breaks.
+    base[2].1 = WORKER_PER_WORKLOAD.to_string();
     s.dir("base", &files(&base));
     let overlay = s.dir(
         "overlay",
@@ -398,7 +403,7 @@ fn renamed_by_a_later_kustomization_is_an_error_with_the_fix() {
                 "kustomization.yaml",
                 "resources: [../plain]\nnamePrefix: prod-\ntransformers: [worker.yaml]\nvalidators: [guard.yaml]\n",
             ),
-            ("worker.yaml", WORKER),
+            ("worker.yaml", WORKER_PER_WORKLOAD),
             ("guard.yaml", GUARD),
         ],
     );

@@ -181,7 +181,7 @@ spec:
           args: [a, \"b\"]
       restartPolicy: Always
 ";
-    let out = inject(input, &[]);
+    let out = inject_per_workload(input, &[]);
     out.ok();
     let (removed, added) = changed_lines(input, &out.stdout);
     assert!(removed.is_empty(), "{removed:?}\n{}", out.stdout);
@@ -214,7 +214,7 @@ spec:
 #[test]
 fn replaced_keys_keep_their_line_and_crlf_and_bom_stay() {
     let input = "\u{feff}apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: p\r\n  labels: {nvcf.io/worker: \"true\"}\r\nspec:\r\n  serviceAccountName: other # was\r\n  automountServiceAccountToken: true\r\n  containers:\r\n  - name: c\r\n    image: x\r\n";
-    let out = inject(input, &[]);
+    let out = inject_per_workload(input, &[]);
     out.ok();
     let body = &out.stdout[out.stdout.rfind("---\n").unwrap() + 4..];
     assert!(out.stdout.starts_with('\u{feff}'), "{:?}", out.stdout);
@@ -517,7 +517,19 @@ fn in_place_rewrites_files_keeps_permissions_and_is_idempotent() {
         .modified()
         .unwrap();
     let d = path_str(dir.path());
-    let diff = run(&["inject", "--cluster-id", "c", "--diff", "-f", &d], "");
+    let diff = run(
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "--cluster-id",
+            "c",
+            "--diff",
+            "-f",
+            &d,
+        ],
+        "",
+    );
     assert_eq!(
         diff.code, 1,
         "--diff exits 1 when there are changes, as kubectl diff does: {diff}"
@@ -535,7 +547,17 @@ fn in_place_rewrites_files_keeps_permissions_and_is_idempotent() {
         "--diff writes nothing"
     );
     let quiet = run(
-        &["inject", "--cluster-id", "c", "--diff", "-q", "-f", &d],
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "--cluster-id",
+            "c",
+            "--diff",
+            "-q",
+            "-f",
+            &d,
+        ],
         "",
     );
     assert_eq!(quiet.code, 1, "{quiet}");
@@ -544,10 +566,34 @@ fn in_place_rewrites_files_keeps_permissions_and_is_idempotent() {
         quiet.stdout, diff.stdout,
         "--quiet leaves the diff as it was"
     );
-    let out = run(&["inject", "--cluster-id", "c", "-i", "-f", &d], "");
+    let out = run(
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "--cluster-id",
+            "c",
+            "-i",
+            "-f",
+            &d,
+        ],
+        "",
+    );
     out.ok();
     assert!(out.stdout.is_empty(), "{out}");
-    let again = run(&["inject", "--cluster-id", "c", "--diff", "-f", &d], "");
+    let again = run(
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "--cluster-id",
+            "c",
+            "--diff",
+            "-f",
+            &d,
+        ],
+        "",
+    );
     again.ok();
     assert!(
         again.stdout.is_empty(),
@@ -572,7 +618,19 @@ fn in_place_rewrites_files_keeps_permissions_and_is_idempotent() {
         "an unchanged file is not rewritten"
     );
     let files = listing(dir.path());
-    let again = run(&["inject", "--cluster-id", "c", "-i", "-f", &d], "");
+    let again = run(
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "--cluster-id",
+            "c",
+            "-i",
+            "-f",
+            &d,
+        ],
+        "",
+    );
     again.ok();
     assert_eq!(listing(dir.path()), files, "idempotent");
     assert_eq!(files.len(), 2, "no temporary file left: {files:?}");

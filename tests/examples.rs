@@ -288,7 +288,9 @@ fn inject_deployment() {
     run_example("inject-deployment");
     let diff =
         fs::read_to_string(example_dir("inject-deployment").join(".expected/diff.patch")).unwrap();
-    assert!(diff.contains("+      serviceAccountName: nvcf-worker-inference"));
+    // The default contract: the namespace's one nvcf-worker.
+    assert!(diff.contains("+      serviceAccountName: nvcf-worker\n"));
+    assert!(diff.contains("+    nvcf.io/identity-scope: namespace"));
     assert!(diff.contains("+                  audience: nvcf-icms:prod-1"));
     assert!(diff.contains("+kind: RoleBinding"));
     assert!(
@@ -315,7 +317,7 @@ fn validate_forged_reference_is_rejected() {
 fn cronjob() {
     run_example("cronjob");
     let diff = fs::read_to_string(example_dir("cronjob").join(".expected/diff.patch")).unwrap();
-    assert!(diff.contains("+          serviceAccountName: nvcf-worker-model-sync"));
+    assert!(diff.contains("+          serviceAccountName: nvcf-worker\n"));
     assert!(diff.contains("+                      expirationSeconds: 3600"));
     // includeInitContainers=true: the init container gets the mount too.
     assert_eq!(

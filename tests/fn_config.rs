@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kubectl_nvcf_worker::config::{self, Config, ConfigError, Mode};
+use kubectl_nvcf_worker::identity::Naming;
 use kubectl_nvcf_worker::manifest::parse_stream;
 use serde_json::{json, Value};
 
@@ -110,7 +111,44 @@ fn inject_examples_inject_their_audience_and_expiration() {
             Some(expiration),
             "{file}"
         );
-        assert_eq!(pod["serviceAccountName"].as_str(), Some("nvcf-worker-web"));
+        // Both examples say naming: per-namespace, the default.
+        assert_eq!(settings["naming"].as_str(), Some("per-namespace"), "{file}");
+        assert_eq!(
+            pod["serviceAccountName"].as_str(),
+            Some("nvcf-worker"),
+            "{file}"
+        );
+        assert_eq!(
+            docs[0]["metadata"]["name"].as_str(),
+            Some("nvcf-worker"),
+            "{file}"
+        );
+        // --naming overrides the file's naming, as every flag overrides its key.
+        let out = run(
+            &[
+                "inject",
+                "--config",
+                path.to_str().unwrap(),
+                "--naming",
+                "per-workload",
+                "-f",
+                "-",
+            ],
+            DEPLOYMENT,
+        );
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let over: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_slice(&out.stdout)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        assert_eq!(
+            over[3]["spec"]["template"]["spec"]["serviceAccountName"].as_str(),
+            Some("nvcf-worker-web"),
+            "{file}"
+        );
         // includeInitContainers: false in both examples
         assert!(pod["initContainers"][0].get("env").is_none(), "{file}");
         assert!(pod["containers"][0].get("env").is_some(), "{file}");
@@ -221,6 +259,8 @@ fn schema_spec_properties_are_exactly_the_parser_keys() {
     assert_eq!(props["prune"]["default"], d.prune);
     assert_eq!(props["mode"]["default"], "inject");
     assert_eq!(d.mode, Mode::Inject);
+    assert_eq!(props["naming"]["default"], d.naming.as_str());
+    assert_eq!(d.naming, Naming::PerNamespace);
     // Types: a string where the schema says integer or boolean is rejected.
     assert!(typed(json!({"expirationSeconds": "3600"})).is_err());
     assert!(typed(json!({"includeInitContainers": "yes"})).is_err());
@@ -262,6 +302,20 @@ fn schema_bounds_and_enums_match_the_parser() {
         Mode::Validate
     );
     assert!(typed(json!({"mode": "audit"})).is_err());
+
+    // naming: the schema's enum is the parser's and the CLI's --naming values.
+    let namings = s["$defs"]["spec"]["properties"]["naming"]["enum"].clone();
+    let values: Vec<&str> = <Naming as clap::ValueEnum>::value_variants()
+        .iter()
+        .map(|n| n.as_str())
+        .collect();
+    assert_eq!(namings, json!(values));
+    for n in <Naming as clap::ValueEnum>::value_variants() {
+        assert_eq!(typed(json!({"naming": n.as_str()})).unwrap().naming, *n);
+        let cli = clap::ValueEnum::to_possible_value(n).unwrap();
+        assert_eq!(cli.get_name(), n.as_str());
+    }
+    assert!(typed(json!({"naming": "per-pod"})).is_err());
 
     let req = &s["$defs"]["requirement"];
     let ops = req["properties"]["operator"]["enum"].as_array().unwrap();

@@ -293,9 +293,9 @@ fn inject_dir_leaves_hidden_and_local_config_out_and_reports_briefly() {
     assert_eq!(
         out.stderr,
         "deployment/web injected\n\
-         serviceaccount/nvcf-worker-web generated\n\
-         role/nvcf-worker-web generated\n\
-         rolebinding/nvcf-worker-web generated\n\
+         serviceaccount/nvcf-worker generated\n\
+         role/nvcf-worker generated\n\
+         rolebinding/nvcf-worker generated\n\
          job/once skipped: not selected\n\
          2 workloads: 1 injected, 0 unchanged, 1 skipped; 3 objects generated; 20 other objects passed through unchanged; 2 files or objects left out\n\
          left out: ./.github: hidden (kpt reads it, this tool does not; name it with -f to read it)\n\

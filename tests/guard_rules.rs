@@ -110,7 +110,7 @@ fn every_rule_rejects_the_bad_and_passes_the_look_alike() {
         // inject: an error blocks injection of an unrelated selected workload.
         let sel = workload("Deployment", "web", "ns", true, SIMPLE_POD);
         let stream = format!("{sel}---\n{}", c.bad);
-        let out = inject(&stream, &[]);
+        let out = inject_per_workload(&stream, &[]);
         assert!(out.stderr.contains(c.rule), "{ctx}\n{out}");
         if c.severity == "error" {
             out.code(1);
@@ -119,7 +119,7 @@ fn every_rule_rejects_the_bad_and_passes_the_look_alike() {
             out.ok();
             assert_contract(&objects(&out.stdout), "Deployment", "web", "ns", &["app"]);
         }
-        let out = inject(&format!("{sel}---\n{}", c.good), &[]);
+        let out = inject_per_workload(&format!("{sel}---\n{}", c.good), &[]);
         out.ok();
         assert!(!out.stderr.contains("NVW"), "{ctx}\n{out}");
     }
@@ -137,7 +137,7 @@ fn forged_reference_blocks_injection_atomically() {
         &format!("serviceAccountName: nvcf-worker-web\n{SIMPLE_POD}"),
     );
     let stream = format!("{sel}---\n{thief}");
-    let out = inject(&stream, &[]);
+    let out = inject_per_workload(&stream, &[]);
     out.code(1);
     assert!(out.stdout.is_empty(), "{out}");
     assert!(out.stderr.contains("error NVW101"), "{out}");
@@ -145,7 +145,10 @@ fn forged_reference_blocks_injection_atomically() {
         out.stderr.contains("Pod/ns/thief spec.serviceAccountName"),
         "{out}"
     );
-    let input = resource_list(&stream, &configmap_config(&[("clusterID", CLUSTER)]));
+    let input = resource_list(
+        &stream,
+        &configmap_config(&[("naming", "per-workload"), ("clusterID", CLUSTER)]),
+    );
     let k = krm(&input);
     k.code(1);
     assert!(k.stdout.starts_with(input.trim_end()), "{k}");
@@ -162,7 +165,7 @@ fn forged_reference_blocks_injection_atomically() {
         true,
         &format!("serviceAccountName: nvcf-worker-web\n{SIMPLE_POD}"),
     );
-    let out = inject(&own, &[]);
+    let out = inject_per_workload(&own, &[]);
     out.ok();
     assert_contract(&objects(&out.stdout), "Deployment", "web", "ns", &["app"]);
 }
@@ -275,7 +278,7 @@ fn the_transformer_output_is_the_exception() {
 
 #[test]
 fn transformer_binding_passes_and_a_copy_elsewhere_does_not() {
-    let one = inject(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
+    let one = inject_per_workload(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
     one.ok();
     let rb = split_docs(&one.stdout)
         .into_iter()
@@ -554,7 +557,7 @@ fn usage_exits_2_and_an_unreadable_file_1() {
 
 #[test]
 fn only_the_exact_transformer_output_is_exempt() {
-    let one = inject(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
+    let one = inject_per_workload(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
     one.ok();
     validate_stdin(&one.stdout).ok();
     let rejected = |stream: &str, needle: &str| {
@@ -613,7 +616,7 @@ fn only_the_exact_transformer_output_is_exempt() {
 fn a_long_names_hashed_identity_cannot_be_taken_by_a_short_name() {
     let long = "a".repeat(250);
     let hashed = {
-        let out = inject(&workload("Deployment", &long, "ns", true, SIMPLE_POD), &[]);
+        let out = inject_per_workload(&workload("Deployment", &long, "ns", true, SIMPLE_POD), &[]);
         out.ok();
         objects(&out.stdout)
             .iter()
@@ -629,13 +632,13 @@ fn a_long_names_hashed_identity_cannot_be_taken_by_a_short_name() {
         workload("Job", short, "ns", true, SIMPLE_POD),
     ]
     .join("---\n");
-    let out = inject(&stream, &[]);
+    let out = inject_per_workload(&stream, &[]);
     out.code(1);
     assert!(out.stdout.is_empty());
     assert!(out.stderr.contains("error NVW113"), "{out}");
     // Each injected on its own, then validated together: the trios collide.
-    let a = inject(&workload("Deployment", &long, "ns", true, SIMPLE_POD), &[]);
-    let b = inject(&workload("Job", short, "ns", true, SIMPLE_POD), &[]);
+    let a = inject_per_workload(&workload("Deployment", &long, "ns", true, SIMPLE_POD), &[]);
+    let b = inject_per_workload(&workload("Job", short, "ns", true, SIMPLE_POD), &[]);
     let v = validate_stdin(&format!("{}---\n{}", a.stdout, b.stdout));
     v.code(1);
     assert!(v.stdout.contains("error NVW113"), "{v}");

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 
 use helm_support::{bin_dir, fixture_chart, helm3, helm4, path_of};
 use serde_json::Value;
-use support::{assert_contract, find, kinds_names, objects, CLUSTER};
+use support::{assert_contract_as, find, kinds_names, objects, CLUSTER};
 
 /// A helm command with its own, empty home: no user plugins, repositories or cache.
 /// (Plugins live in `$HELM_DATA_HOME/plugins`; Helm 4.3 installs there even when
@@ -52,13 +52,21 @@ fn assert_rendered(out: &str) {
     let mut objs = objects(out);
     let trio: Vec<Value> = ["ServiceAccount", "Role", "RoleBinding"]
         .iter()
-        .map(|k| find(&objs, k, "nvcf-worker-rel-worker").clone())
+        .map(|k| find(&objs, k, "nvcf-worker").clone())
         .collect();
     objs.retain(|o| !trio.contains(o));
     let at = objs.iter().position(|o| o["kind"] == "Deployment").unwrap();
     objs.splice(at..at, trio);
-    assert_contract(&objs, "Deployment", "rel-worker", "team-a", &["app"]);
-    let sa = find(&objs, "ServiceAccount", "nvcf-worker-rel-worker");
+    // The default contract: the namespace's one nvcf-worker.
+    assert_contract_as(
+        &objs,
+        "Deployment",
+        "rel-worker",
+        "team-a",
+        &["app"],
+        "nvcf-worker",
+    );
+    let sa = find(&objs, "ServiceAccount", "nvcf-worker");
     // Helm's own bookkeeping never reaches the cluster: Helm 4 removes it.
     assert!(!sa.to_string().contains("postrender-filename"), "{sa:#}");
     // Untouched: scalar meaning as kubectl reads it, other objects as rendered.
@@ -75,6 +83,10 @@ fn assert_rendered(out: &str) {
         "{hook:#}"
     );
     assert!(!out.contains("nvcf-worker-rel-migrate"), "{out}");
+    assert!(
+        !hook.to_string().contains("nvcf-worker"),
+        "the hook runs as no worker account: {hook:#}"
+    );
     assert!(
         !out.contains("runs with its NVCF worker identity"),
         "NOTES are not manifests"
@@ -213,9 +225,9 @@ fn helm4_post_renderer_plugin() {
         in_file,
         [
             "Deployment/rel-worker",
-            "Role/nvcf-worker-rel-worker",
-            "RoleBinding/nvcf-worker-rel-worker",
-            "ServiceAccount/nvcf-worker-rel-worker"
+            "Role/nvcf-worker",
+            "RoleBinding/nvcf-worker",
+            "ServiceAccount/nvcf-worker"
         ],
         "{deployment_file}"
     );
@@ -452,10 +464,10 @@ fn run_block(block: &Block, helm_bin: &Path, checkout: &Path, home: &Path) -> us
         }
         // The release is `web`; the docs' cluster is prod-1.
         let objs = objects(&stdout);
-        find(&objs, "ServiceAccount", "nvcf-worker-web-worker");
+        find(&objs, "ServiceAccount", "nvcf-worker");
         let spec = &find(&objs, "Deployment", "web-worker")["spec"]["template"]["spec"];
         assert_eq!(
-            spec["serviceAccountName"], "nvcf-worker-web-worker",
+            spec["serviceAccountName"], "nvcf-worker",
             "{what}: {spec:#}"
         );
         assert!(
@@ -465,6 +477,13 @@ fn run_block(block: &Block, helm_bin: &Path, checkout: &Path, home: &Path) -> us
         );
         assert!(
             !stdout.contains("nvcf-worker-web-migrate"),
+            "{what}: a hook got an identity"
+        );
+        let hooks: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "Job").collect();
+        assert!(
+            hooks.iter().all(|h| !h
+                .to_string()
+                .contains("\"serviceAccountName\":\"nvcf-worker")),
             "{what}: a hook got an identity"
         );
 

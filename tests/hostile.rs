@@ -145,6 +145,16 @@ fn run(args: &[&str], stdin: &[u8]) -> Run {
 }
 
 const INJECT: &[&str] = &["inject", "-f", "-", "--cluster-id", "c1"];
+/// For tests that count or name per-workload identities (`nvcf-worker-<name>`, a trio each).
+const INJECT_PER_WORKLOAD: &[&str] = &[
+    "inject",
+    "--naming",
+    "per-workload",
+    "-f",
+    "-",
+    "--cluster-id",
+    "c1",
+];
 const VALIDATE: &[&str] = &["validate", "-"];
 const KRM: &[&str] = &[];
 
@@ -310,7 +320,7 @@ fn twenty_megabytes_are_injected_in_bounded_time_and_memory() {
         "{in_count} {workloads}"
     );
 
-    let r = run(INJECT, &input);
+    let r = run(INJECT_PER_WORKLOAD, &input);
     r.assert_clean();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let injected = r
@@ -441,7 +451,7 @@ fn bom_crlf_tabs_empty_documents_and_document_ends_are_read_like_kubectl() {
         ("... then comments", format!("{CM}...\n# after the end\n---\n{POD}...\n# trailing\n")),
     ];
     for (name, input) in cases {
-        let r = run(INJECT, input.as_bytes());
+        let r = run(INJECT_PER_WORKLOAD, input.as_bytes());
         r.assert_clean();
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
         let objs = objects_of_output(input.as_bytes(), &r.stdout);
@@ -691,7 +701,7 @@ fn yaml11_and_yaml12_ambiguous_scalars_keep_text_style_and_value() {
     );
     let input = format!("{cm}---\n{deploy}");
     let in_docs = parse_stream(input.as_bytes()).unwrap();
-    let r = run(INJECT, input.as_bytes());
+    let r = run(INJECT_PER_WORKLOAD, input.as_bytes());
     r.assert_clean();
     assert_eq!(r.code, 0, "{}", r.stderr);
     // The Deployment's trio comes before it: documents 1 to 3 of the output.
@@ -860,7 +870,7 @@ fn check_shared_anchor_output(items: &[serde_json::Value], before: &[serde_json:
 
 #[test]
 fn injecting_one_object_never_changes_another_that_shared_its_node_in_a_list() {
-    let r = run(INJECT, SHARED_LIST.as_bytes());
+    let r = run(INJECT_PER_WORKLOAD, SHARED_LIST.as_bytes());
     r.assert_clean();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let out = docs(&r.stdout);
@@ -884,7 +894,7 @@ fn injecting_one_object_never_changes_another_that_shared_its_node_in_a_list() {
     };
     check_shared_anchor_output(&sent, &unselected(objects(SHARED_LIST.as_bytes())));
     // The output is stable: a second run changes nothing.
-    let again = run(INJECT, &r.stdout);
+    let again = run(INJECT_PER_WORKLOAD, &r.stdout);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.stdout, r.stdout);
 }
@@ -897,7 +907,7 @@ fn injecting_one_object_never_changes_another_that_shared_its_node_in_a_resource
         .map(|l| format!("{l}\n"))
         .collect();
     let rl = format!(
-        "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  data: {{clusterID: c1}}\nitems:\n{body}"
+        "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  data: {{clusterID: c1, naming: per-workload}}\nitems:\n{body}"
     );
     let r = run(KRM, rl.as_bytes());
     r.assert_clean();
@@ -1088,7 +1098,14 @@ fn a_directory_with_symlink_loops_terminates_without_duplicates() {
     assert!(r.out().contains("in 2 files"), "{}", r.out());
     let r = run_in(
         Some(dir.path()),
-        &["inject", "--cluster-id", "c1", "m"],
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "--cluster-id",
+            "c1",
+            "m",
+        ],
         b"",
     );
     r.assert_clean();

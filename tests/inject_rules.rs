@@ -10,12 +10,17 @@ fn cm_cfg() -> String {
     configmap_config(&[("clusterID", CLUSTER)])
 }
 
-/// Runs the same stream through `inject` and the KRM function (ConfigMap config);
-/// returns the objects of each output.
-fn both_ways(stream: &str) -> (Vec<Value>, Vec<Value>) {
-    let cli = inject(stream, &[]);
+/// The ConfigMap config with `naming` given.
+fn cm_cfg_as(naming: &str) -> String {
+    configmap_config(&[("clusterID", CLUSTER), ("naming", naming)])
+}
+
+/// Runs the same stream through `inject --naming NAMING` and the KRM function
+/// (ConfigMap config, `naming: NAMING`); returns the objects of each output.
+fn both_ways_as(naming: &str, stream: &str) -> (Vec<Value>, Vec<Value>) {
+    let cli = inject(stream, &["--naming", naming]);
     cli.ok();
-    let k = krm(&resource_list(stream, &cm_cfg()));
+    let k = krm(&resource_list(stream, &cm_cfg_as(naming)));
     k.ok();
     let rl = rl(&k);
     assert!(results(&rl).iter().all(|r| r["severity"] != "error"), "{k}");
@@ -24,28 +29,161 @@ fn both_ways(stream: &str) -> (Vec<Value>, Vec<Value>) {
 
 #[test]
 fn every_kind_gets_the_whole_contract_through_cli_and_krm() {
-    for kind in KINDS {
-        let stream = workload(kind, "web", "team-a", true, SIMPLE_POD);
-        let (cli, fnout) = both_ways(&stream);
-        for objs in [&cli, &fnout] {
-            assert_eq!(objs.len(), 4, "{kind}: {:?}", kinds_names(objs));
-            assert_contract(objs, kind, "web", "team-a", &["app"]);
+    for (naming, account) in [
+        ("per-workload", "nvcf-worker-web"),
+        ("per-namespace", "nvcf-worker"),
+    ] {
+        for kind in KINDS {
+            let stream = workload(kind, "web", "team-a", true, SIMPLE_POD);
+            let (cli, fnout) = both_ways_as(naming, &stream);
+            for objs in [&cli, &fnout] {
+                assert_eq!(objs.len(), 4, "{naming} {kind}: {:?}", kinds_names(objs));
+                assert_contract_as(objs, kind, "web", "team-a", &["app"], account);
+            }
         }
     }
+}
+
+/// The default contract is the one the newest agent and ICMS accept: one
+/// `nvcf-worker` per namespace. `--naming` picks the other; flags win over the
+/// config file's `naming`, as every flag does; the KRM function takes `naming` in
+/// both config forms, and no naming there means the default too.
+#[test]
+fn naming_defaults_to_per_namespace_and_the_flag_overrides_the_config() {
+    let stream = format!(
+        "{}---\n{}",
+        workload("Deployment", "web", "ns", true, SIMPLE_POD),
+        workload("StatefulSet", "api", "ns", true, SIMPLE_POD)
+    );
+    let default = inject(&stream, &[]);
+    default.ok();
+    let objs = objects(&default.stdout);
+    assert_eq!(
+        kinds_names(&objs),
+        [
+            "ServiceAccount/nvcf-worker",
+            "Role/nvcf-worker",
+            "RoleBinding/nvcf-worker",
+            "Deployment/web",
+            "StatefulSet/api"
+        ],
+        "{default}"
+    );
+    assert_contract_as(&objs, "Deployment", "web", "ns", &["app"], "nvcf-worker");
+    let api = at(find(&objs, "StatefulSet", "api"), "spec.template.spec");
+    assert_eq!(api["serviceAccountName"], "nvcf-worker");
+    let sa = find(&objs, "ServiceAccount", "nvcf-worker");
+    assert_eq!(
+        sa["metadata"]["annotations"]["nvcf.io/identity-scope"],
+        "namespace"
+    );
+    assert_eq!(validate_stdin(&default.stdout).code, 0);
+    // Explicitly per-namespace is the same output, byte for byte.
+    let explicit = inject(&stream, &["--naming", "per-namespace"]);
+    assert_eq!(explicit.stdout, default.stdout);
+
+    let per_workload = inject(&stream, &["--naming", "per-workload"]);
+    per_workload.ok();
+    let objs = objects(&per_workload.stdout);
+    assert_contract(&objs, "Deployment", "web", "ns", &["app"]);
+    assert_contract(&objs, "StatefulSet", "api", "ns", &["app"]);
+    assert!(!has_named(&objs, "nvcf-worker"), "{per_workload}");
+
+    // The flag overrides the config file's naming, both ways.
+    let dir = tempfile::tempdir().unwrap();
+    for (config, flag, account) in [
+        ("per-namespace", "per-workload", "nvcf-worker-web"),
+        ("per-workload", "per-namespace", "nvcf-worker"),
+    ] {
+        let p = dir.path().join(format!("{config}.yaml"));
+        std::fs::write(
+            &p,
+            typed_config(&format!("clusterID: c1\nnaming: {config}\n")),
+        )
+        .unwrap();
+        let p = path_str(&p);
+        let from_file = run(&["inject", "-f", "-", "--config", &p], &stream);
+        from_file.ok();
+        let want = if config == "per-namespace" {
+            "nvcf-worker"
+        } else {
+            "nvcf-worker-web"
+        };
+        assert_contract_as(
+            &objects(&from_file.stdout),
+            "Deployment",
+            "web",
+            "ns",
+            &["app"],
+            want,
+        );
+        let over = run(
+            &["inject", "-f", "-", "--config", &p, "--naming", flag],
+            &stream,
+        );
+        over.ok();
+        assert_contract_as(
+            &objects(&over.stdout),
+            "Deployment",
+            "web",
+            "ns",
+            &["app"],
+            account,
+        );
+    }
+
+    // The KRM function: no naming is the default; both forms take either value.
+    for (cfg, account) in [
+        (cm_cfg(), "nvcf-worker"),
+        (typed_config("clusterID: c1\n"), "nvcf-worker"),
+        (cm_cfg_as("per-workload"), "nvcf-worker-web"),
+        (cm_cfg_as("per-namespace"), "nvcf-worker"),
+        (
+            typed_config("clusterID: c1\nnaming: per-workload\n"),
+            "nvcf-worker-web",
+        ),
+        (
+            typed_config("clusterID: c1\nnaming: per-namespace\n"),
+            "nvcf-worker",
+        ),
+    ] {
+        let k = krm(&resource_list(&stream, &cfg));
+        k.ok();
+        assert_contract_as(
+            &items(&rl(&k)),
+            "Deployment",
+            "web",
+            "ns",
+            &["app"],
+            account,
+        );
+    }
+
+    // Anything else is a usage error naming the values.
+    let bad = inject(&stream, &["--naming", "per-pod"]);
+    assert_eq!(bad.code, 2, "{bad}");
+    assert!(
+        bad.stderr.contains("per-workload") && bad.stderr.contains("per-namespace"),
+        "{bad}"
+    );
+}
+
+fn has_named(objs: &[Value], name: &str) -> bool {
+    objs.iter().any(|o| o["metadata"]["name"] == name)
 }
 
 #[test]
 fn default_selector_uses_workload_or_pod_template_labels() {
     // Selected through the pod template's labels only.
     let stream = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: tpl\n  namespace: ns\nspec:\n  template:\n    metadata:\n      labels:\n        nvcf.io/worker: \"true\"\n    spec:\n      containers:\n      - name: app\n        image: x\n";
-    let (cli, fnout) = both_ways(stream);
+    let (cli, fnout) = both_ways_as("per-workload", stream);
     assert_contract(&cli, "Deployment", "tpl", "ns", &["app"]);
     assert_contract(&fnout, "Deployment", "tpl", "ns", &["app"]);
     // Not selected: a label with another value, or none at all.
     let plain = workload("Deployment", "plain", "ns", false, SIMPLE_POD);
     let other = plain.replace("app: plain", "nvcf.io/worker: \"false\"");
     for s in [plain, other] {
-        let out = inject(&s, &[]);
+        let out = inject_per_workload(&s, &[]);
         out.ok();
         assert_eq!(objects(&out.stdout), objects(&s), "{out}");
         assert!(out.stderr.contains("skipped: not selected"), "{out}");
@@ -61,7 +199,7 @@ fn v1_list_items_are_injected_in_place() {
         &indent(&dep, 2)[2..],
         &indent(svc, 2)[2..]
     );
-    let out = inject(&list, &[]);
+    let out = inject_per_workload(&list, &[]);
     out.ok();
     // Structural: the List stays one document in the text (kubectl flattens it).
     let d = docs(&out.stdout);
@@ -81,7 +219,7 @@ fn v1_list_items_are_injected_in_place() {
     assert_contract(&its, "Deployment", "web", "ns", &["app"]);
     assert_eq!(objects(&out.stdout), its, "kubectl sends the List's items");
     // The same List as one ResourceList item-free stream document through `-o json`.
-    let j = inject(&list, &["-o", "json"]);
+    let j = inject_per_workload(&list, &["-o", "json"]);
     j.ok();
     let v: Value = serde_json::from_str(&j.stdout).expect("-o json is JSON");
     assert_eq!(v["kind"], "List");
@@ -106,7 +244,7 @@ fn trio_precedes_its_workload_and_input_order_is_kept() {
         workload("Pod", "alpha", "ns", true, SIMPLE_POD),
     ]
     .join("---\n");
-    let (cli, fnout) = both_ways(&stream);
+    let (cli, fnout) = both_ways_as("per-workload", &stream);
     let want = [
         "Service/a-svc",
         "ServiceAccount/nvcf-worker-zeta",
@@ -140,9 +278,9 @@ fn inject_is_idempotent_byte_for_byte() {
         "{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {\"name\": \"jp\", \"labels\": {\"nvcf.io/worker\": \"true\"}}, \"spec\": {\"containers\": [{\"name\": \"a\", \"image\": \"x\"}]}}\n".to_string(),
     ]
     .join("---\n");
-    let once = inject(&stream, &[]);
+    let once = inject_per_workload(&stream, &[]);
     once.ok();
-    let twice = inject(&once.stdout, &[]);
+    let twice = inject_per_workload(&once.stdout, &[]);
     twice.ok();
     assert_eq!(once.stdout, twice.stdout, "inject twice changes nothing");
     assert!(
@@ -152,7 +290,7 @@ fn inject_is_idempotent_byte_for_byte() {
         "{twice}"
     );
     // The KRM function: its own output, run again, is the same bytes.
-    let first = krm(&resource_list(&stream, &cm_cfg()));
+    let first = krm(&resource_list(&stream, &cm_cfg_as("per-workload")));
     first.ok();
     let second = krm(&first.stdout);
     second.ok();
@@ -161,7 +299,12 @@ fn inject_is_idempotent_byte_for_byte() {
 }
 
 fn assert_conflict(stream: &str, needle: &str) {
-    let out = inject(stream, &[]);
+    assert_conflict_as("per-namespace", stream, needle);
+}
+
+/// A conflict under `naming` (the identity-name collisions are per-workload's).
+fn assert_conflict_as(naming: &str, stream: &str, needle: &str) {
+    let out = inject(stream, &["--naming", naming]);
     out.code(1);
     assert!(out.stdout.is_empty(), "nothing on stdout on error\n{out}");
     assert!(
@@ -170,7 +313,7 @@ fn assert_conflict(stream: &str, needle: &str) {
     );
     assert!(out.stderr.contains("error"), "{out}");
     // KRM: items unchanged, an error result, exit 1.
-    let input = resource_list(stream, &cm_cfg());
+    let input = resource_list(stream, &cm_cfg_as(naming));
     let k = krm(&input);
     k.code(1);
     let r = rl(&k);
@@ -219,7 +362,8 @@ fn conflicts_are_errors_and_nothing_is_written() {
         workload("StatefulSet", "web", "ns", true, SIMPLE_POD),
     ]
     .join("---\n");
-    assert_conflict(
+    assert_conflict_as(
+        "per-workload",
         &two,
         "would get identity \"nvcf-worker-web\", which is already",
     );
@@ -229,7 +373,7 @@ fn conflicts_are_errors_and_nothing_is_written() {
         workload("StatefulSet", "web", "ns2", true, SIMPLE_POD),
     ]
     .join("---\n");
-    let out = inject(&apart, &[]);
+    let out = inject_per_workload(&apart, &[]);
     out.ok();
     let objs = objects(&out.stdout);
     assert_contract(&objs, "Deployment", "web", "ns1", &["app"]);
@@ -312,7 +456,7 @@ fn other_service_account_is_replaced_with_a_warning_naming_it() {
     for key in ["serviceAccountName", "serviceAccount"] {
         let spec = format!("{key}: build-bot\n{SIMPLE_POD}");
         let stream = workload("Deployment", "web", "ns", true, &spec);
-        let out = inject(&stream, &[]);
+        let out = inject_per_workload(&stream, &[]);
         out.ok();
         assert!(
             out.stderr.contains(&format!(
@@ -336,7 +480,7 @@ fn other_service_account_is_replaced_with_a_warning_naming_it() {
         .unwrap();
         assert_eq!(recorded, json!({ key: "build-bot" }));
         // KRM: a warning result with resourceRef and field path, exit 0.
-        let k = krm(&resource_list(&stream, &cm_cfg()));
+        let k = krm(&resource_list(&stream, &cm_cfg_as("per-workload")));
         k.ok();
         let r = rl(&k);
         let w = results(&r)
@@ -409,7 +553,7 @@ fn skip_containers_annotation_leaves_named_containers_alone() {
         "  annotations:\n    nvcf.io/skip-containers: \"a,b\"\n  labels:\n",
         1,
     );
-    let (cli, fnout) = both_ways(&stream);
+    let (cli, fnout) = both_ways_as("per-workload", &stream);
     for objs in [&cli, &fnout] {
         assert_contract(objs, "Deployment", "web", "ns", &["app"]);
         let cs = at(&objs[3], "spec.template.spec.containers")
@@ -424,24 +568,28 @@ fn init_containers_only_when_asked() {
     let spec = "initContainers:\n- name: init\n  image: x\ncontainers:\n- name: app\n  image: x\n";
     let stream = workload("Deployment", "web", "ns", true, spec);
     let init = |objs: &[Value]| at(&objs[3], "spec.template.spec.initContainers")[0].clone();
-    let (cli, fnout) = both_ways(&stream);
+    let (cli, fnout) = both_ways_as("per-workload", &stream);
     assert!(container_untouched(&init(&cli)));
     assert!(container_untouched(&init(&fnout)));
-    let out = inject(&stream, &["--include-init-containers"]);
+    let out = inject_per_workload(&stream, &["--include-init-containers"]);
     out.ok();
     let objs = objects(&out.stdout);
     assert_contract(&objs, "Deployment", "web", "ns", &["app"]);
     assert!(container_has_identity(&init(&objs)));
     let k = krm(&resource_list(
         &stream,
-        &typed_config("clusterID: c1\nincludeInitContainers: true\n"),
+        &typed_config("naming: per-workload\nclusterID: c1\nincludeInitContainers: true\n"),
     ));
     k.ok();
     let its = items(&rl(&k));
     assert!(container_has_identity(&init(&its)));
     let k = krm(&resource_list(
         &stream,
-        &configmap_config(&[("clusterID", "c1"), ("includeInitContainers", "true")]),
+        &configmap_config(&[
+            ("naming", "per-workload"),
+            ("clusterID", "c1"),
+            ("includeInitContainers", "true"),
+        ]),
     ));
     k.ok();
     assert!(container_has_identity(&init(&items(&rl(&k)))));
@@ -474,12 +622,16 @@ fn token_source_other_than_psat_injects_nothing_with_an_info() {
 #[test]
 fn empty_token_source_means_psat() {
     let stream = workload("Deployment", "web", "ns", true, SIMPLE_POD);
-    let out = inject(&stream, &["--token-source", ""]);
+    let out = inject_per_workload(&stream, &["--token-source", ""]);
     out.ok();
     assert_contract(&objects(&out.stdout), "Deployment", "web", "ns", &["app"]);
     for cfg in [
-        typed_config("clusterID: c1\ntokenSource: \"\"\n"),
-        configmap_config(&[("clusterID", "c1"), ("tokenSource", "")]),
+        typed_config("naming: per-workload\nclusterID: c1\ntokenSource: \"\"\n"),
+        configmap_config(&[
+            ("naming", "per-workload"),
+            ("clusterID", "c1"),
+            ("tokenSource", ""),
+        ]),
     ] {
         let k = krm(&resource_list(&stream, &cfg));
         k.ok();
@@ -560,7 +712,7 @@ fn expiration_seconds_outside_range_is_an_error_saying_so() {
 fn names_longer_than_253_are_shortened() {
     let long = "w".repeat(250);
     let stream = workload("Deployment", &long, "ns", true, SIMPLE_POD);
-    let out = inject(&stream, &[]);
+    let out = inject_per_workload(&stream, &[]);
     out.ok();
     let objs = objects(&out.stdout);
     let sa_name = at(&objs[3], "spec.template.spec.serviceAccountName")
@@ -578,7 +730,7 @@ fn names_longer_than_253_are_shortened() {
     assert_eq!(objs[2]["roleRef"]["name"], sa_name.as_str());
     // Another long name with the same prefix gets a different identity.
     let other = format!("{}x", "w".repeat(249));
-    let o2 = inject(&workload("Deployment", &other, "ns", true, SIMPLE_POD), &[]);
+    let o2 = inject_per_workload(&workload("Deployment", &other, "ns", true, SIMPLE_POD), &[]);
     o2.ok();
     let n2 = at(
         &objects(&o2.stdout)[0],
@@ -700,7 +852,7 @@ fn json_input_gives_json_compatible_output() {
     // A YAML stream of JSON documents: it starts with `---`, as kubectl 1.32 reads
     // a stream that starts with `{` as JSON only (`tests/json_io.rs`).
     let stream = format!("---\n{pod}\n---\n{svc}\n");
-    let out = inject(&stream, &[]);
+    let out = inject_per_workload(&stream, &[]);
     out.ok();
     // Every document of the output is one line of JSON: the input's lines as they
     // were (the pod's grown by its new entries), generated ones after a `---` line
@@ -736,7 +888,7 @@ fn json_input_gives_json_compatible_output() {
         "0777"
     );
     // Injecting the output again changes nothing.
-    let again = inject(&out.stdout, &[]);
+    let again = inject_per_workload(&out.stdout, &[]);
     again.ok();
     assert_eq!(again.stdout, out.stdout);
 }
@@ -744,12 +896,12 @@ fn json_input_gives_json_compatible_output() {
 #[test]
 fn output_json_flag() {
     let one = workload("Pod", "p", "ns", false, SIMPLE_POD);
-    let out = inject(&one, &["-o", "json"]);
+    let out = inject_per_workload(&one, &["-o", "json"]);
     out.ok();
     let v: Value = serde_json::from_str(&out.stdout).expect("JSON");
     assert_eq!(v, objects(&one)[0], "one object alone is that object");
     let sel = workload("Deployment", "web", "ns", true, SIMPLE_POD);
-    let out = inject(&sel, &["-o", "json"]);
+    let out = inject_per_workload(&sel, &["-o", "json"]);
     out.ok();
     let v: Value = serde_json::from_str(&out.stdout).expect("JSON");
     assert_eq!(v["apiVersion"], "v1");
@@ -872,7 +1024,7 @@ fn bad_resource_lists_are_errors() {
 #[test]
 fn merge_keys_are_expanded_before_selection() {
     let stream = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: merged\n  namespace: ns\n  labels:\n    <<: {nvcf.io/worker: \"true\"}\n    app: web\nspec:\n  template:\n    metadata:\n      labels: &tpl\n        app: web\n    spec:\n      containers:\n      - &c\n        name: app\n        image: x\n      - <<: *c\n        name: side\n";
-    let (cli, fnout) = both_ways(stream);
+    let (cli, fnout) = both_ways_as("per-workload", stream);
     for objs in [&cli, &fnout] {
         assert_contract(objs, "Deployment", "merged", "ns", &["app", "side"]);
         assert_eq!(objs[3]["metadata"]["labels"]["nvcf.io/worker"], "true");
@@ -880,7 +1032,7 @@ fn merge_keys_are_expanded_before_selection() {
     }
     // Through an alias of a label mapping defined in the same document.
     let aliased = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ns\n  annotations: &sel\n    nvcf.io/worker: \"true\"\n  labels:\n    <<: *sel\nspec:\n  containers:\n  - name: app\n    image: x\n";
-    let out = inject(aliased, &[]);
+    let out = inject_per_workload(aliased, &[]);
     out.ok();
     assert_contract(&objects(&out.stdout), "Pod", "p", "ns", &["app"]);
 }
@@ -978,7 +1130,7 @@ fn krm_generated_objects_get_the_workload_path_and_fresh_indexes() {
         ),
     ]
     .join("---\n");
-    let k = krm(&resource_list(&stream, &cm_cfg()));
+    let k = krm(&resource_list(&stream, &cm_cfg_as("per-workload")));
     k.ok();
     let its = items(&rl(&k));
     assert_eq!(its.len(), 14);
@@ -1032,10 +1184,23 @@ fn config_file_and_typed_selector() {
         workload("Deployment", "b", "ns", true, SIMPLE_POD),
     ]
     .join("---\n");
-    let cfg = typed_config("clusterID: c1\nselector:\n  matchLabels:\n    team: ml\n");
+    let cfg = typed_config(
+        "naming: per-workload\nclusterID: c1\nselector:\n  matchLabels:\n    team: ml\n",
+    );
     let dir = temp_tree(&[("cfg.yaml", &cfg)]);
     let p = path_str(&dir.path().join("cfg.yaml"));
-    let out = run(&["inject", "-f", "-", "--config", &p], &stream);
+    let out = run(
+        &[
+            "inject",
+            "--naming",
+            "per-workload",
+            "-f",
+            "-",
+            "--config",
+            &p,
+        ],
+        &stream,
+    );
     out.ok();
     let objs = objects(&out.stdout);
     assert_contract(&objs, "Deployment", "a", "ns", &["app"]);
@@ -1123,7 +1288,7 @@ fn conflicts_are_resolved_as_kubernetes_resolves_them() {
     }
     // Look-alikes pass: another env name, a mount beside the directory.
     let fine = "containers:\n- name: app\n  image: x\n  env:\n  - name: NVCF_IDENTITY_SOURCES\n    value: x\n  - name: NVCF_IDENTITY_SOURCES\n    value: y\n  volumeMounts:\n  - name: other\n    mountPath: /var/run/secrets/tokens2\nvolumes:\n- name: other\n  emptyDir: {}\n";
-    let out = inject(&workload("Deployment", "web", "ns", true, fine), &[]);
+    let out = inject_per_workload(&workload("Deployment", "web", "ns", true, fine), &[]);
     out.ok();
     assert_contract(&objects(&out.stdout), "Deployment", "web", "ns", &["app"]);
     // A Deployment without a namespace and a StatefulSet in `default`: the apply
@@ -1135,9 +1300,13 @@ fn conflicts_are_resolved_as_kubernetes_resolves_them() {
         "{omitted}---\n{}",
         workload("StatefulSet", "web", "default", true, SIMPLE_POD)
     );
-    assert_conflict(&two, "would get identity \"nvcf-worker-web\"");
+    assert_conflict_as(
+        "per-workload",
+        &two,
+        "would get identity \"nvcf-worker-web\"",
+    );
     // An existing trio marked for another workload is not reused.
-    let trio = inject(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
+    let trio = inject_per_workload(&workload("Deployment", "web", "ns", true, SIMPLE_POD), &[]);
     trio.ok();
     let trio_only: Vec<String> = split_docs(&trio.stdout)
         .into_iter()
@@ -1148,7 +1317,8 @@ fn conflicts_are_resolved_as_kubernetes_resolves_them() {
         workload("StatefulSet", "web", "ns", true, SIMPLE_POD),
         trio_only.join("---\n")
     );
-    assert_conflict(
+    assert_conflict_as(
+        "per-workload",
         &stream,
         "which is already Deployment/web (by ServiceAccount/ns/nvcf-worker-web)'s",
     );

@@ -121,9 +121,9 @@ fn assert_kubectl_json(what: &str, bytes: &[u8], names: &[&str]) {
 }
 
 const INJECTED: [&str; 4] = [
-    "serviceaccount/nvcf-worker-app",
-    "role.rbac.authorization.k8s.io/nvcf-worker-app",
-    "rolebinding.rbac.authorization.k8s.io/nvcf-worker-app",
+    "serviceaccount/nvcf-worker",
+    "role.rbac.authorization.k8s.io/nvcf-worker",
+    "rolebinding.rbac.authorization.k8s.io/nvcf-worker",
     "deployment.apps/app",
 ];
 

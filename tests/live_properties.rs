@@ -84,8 +84,13 @@ fn a_worker_token_passes_token_review_for_its_audience_until_cleanup_deletes_the
 
 /// Runs `inject` on files and returns its stdout.
 fn inject(files: &[&Path], stdin: Option<&str>) -> String {
+    inject_as(files, stdin, &[])
+}
+
+/// `inject` with `extra` arguments (`--naming per-workload`).
+fn inject_as(files: &[&Path], stdin: Option<&str>, extra: &[&str]) -> String {
     let mut cmd = Command::new(BIN);
-    cmd.args(["inject", "--cluster-id", "prod-1"]);
+    cmd.args(["inject", "--cluster-id", "prod-1"]).args(extra);
     for f in files {
         cmd.arg("-f").arg(f);
     }
@@ -220,27 +225,35 @@ fn inject_output_for_every_built_in_pod_bearing_kind_passes_strict_server_valida
         "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: w-pod\n  namespace: {ns}\n{}",
         template("nvcf.io/worker: \"true\"").replacen("metadata:\n", "", 1)
     ));
-    let output = inject(&[], Some(&manifests));
-    // A bare Pod is admitted only once its ServiceAccount exists (the
-    // ServiceAccount admission plugin), which a dry run never creates: the
-    // account is made for real first, from the output itself.
-    let account = output
-        .split("\n---\n")
-        .find(|d| d.contains("kind: ServiceAccount") && d.contains("name: nvcf-worker-w-pod\n"))
-        .expect("the Pod's ServiceAccount in the output");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("account.yaml");
-    std::fs::write(&file, account).unwrap();
-    ok(&kubectl(
-        dir.path(),
-        &c.admin_kubeconfig,
-        &["apply", "-f", file.to_str().unwrap()],
-    ));
-    // Nine workloads, each with its ServiceAccount, Role and RoleBinding.
-    assert_eq!(
-        output.matches("\nkind: ServiceAccount").count(),
-        9,
-        "{output}"
-    );
-    server_accepts(&c, "every pod-bearing kind", &output);
+    // Under both contracts: each workload its own trio (nine), or the namespace's
+    // one nvcf-worker trio (the default).
+    for (naming, pod_account, accounts) in [
+        ("per-workload", "nvcf-worker-w-pod", 9),
+        ("per-namespace", "nvcf-worker", 1),
+    ] {
+        let output = inject_as(&[], Some(&manifests), &["--naming", naming]);
+        // A bare Pod is admitted only once its ServiceAccount exists (the
+        // ServiceAccount admission plugin), which a dry run never creates: the
+        // account is made for real first, from the output itself.
+        let account = output
+            .split("\n---\n")
+            .find(|d| {
+                d.contains("kind: ServiceAccount") && d.contains(&format!("name: {pod_account}\n"))
+            })
+            .expect("the Pod's ServiceAccount in the output");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("account.yaml");
+        std::fs::write(&file, account).unwrap();
+        ok(&kubectl(
+            dir.path(),
+            &c.admin_kubeconfig,
+            &["apply", "-f", file.to_str().unwrap()],
+        ));
+        assert_eq!(
+            output.matches("\nkind: ServiceAccount").count(),
+            accounts,
+            "{naming}: {output}"
+        );
+        server_accepts(&c, &format!("every pod-bearing kind, {naming}"), &output);
+    }
 }

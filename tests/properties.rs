@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use kubectl_nvcf_worker::config::Config;
 use kubectl_nvcf_worker::guard;
-use kubectl_nvcf_worker::identity;
+use kubectl_nvcf_worker::identity::{self, Naming};
 use kubectl_nvcf_worker::inject;
 use kubectl_nvcf_worker::manifest::batch::Batch;
 use kubectl_nvcf_worker::manifest::read::{load, Input};
@@ -432,6 +432,9 @@ enum Forge {
 #[derive(Clone, Debug)]
 struct StreamSpec {
     objects: Vec<ObjSpec>,
+    /// The contract injected (and pre-injected) under: per-workload, whose
+    /// `nvcf-worker-<name>` names most properties check, unless a property says.
+    naming: Naming,
     include_init: bool,
     forge: Option<(usize, Forge)>,
     comments: bool,
@@ -507,6 +510,7 @@ fn stream_spec(forged: bool) -> impl Strategy<Value = StreamSpec> {
             let forge = forge.map(|(i, f)| (i % objects.len(), f));
             StreamSpec {
                 objects,
+                naming: Naming::PerWorkload,
                 include_init,
                 forge,
                 comments,
@@ -827,9 +831,14 @@ fn forged_binding(g: &Gen) -> Y {
 }
 
 fn config(include_init: bool) -> Config {
+    config_as(include_init, Naming::PerWorkload)
+}
+
+fn config_as(include_init: bool, naming: Naming) -> Config {
     Config {
         cluster_id: Some("prod-1".into()),
         include_init_containers: include_init,
+        naming,
         ..Config::default()
     }
 }
@@ -863,7 +872,7 @@ fn guard_errors(batch: &Batch) -> Vec<String> {
 
 /// The stream as YAML text.
 fn render(spec: &StreamSpec, extras: bool) -> String {
-    let cfg = config(spec.include_init);
+    let cfg = config_as(spec.include_init, spec.naming);
     let mut out = String::new();
     let mut list: Vec<Y> = Vec::new();
     let mut list_flow = false;
@@ -1126,7 +1135,7 @@ fn json_of_yaml(yaml: &[u8]) -> serde_json::Value {
 }
 
 fn check_clean(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
-    let cfg = config(spec.include_init);
+    let cfg = config_as(spec.include_init, spec.naming);
     let input = load_batch(text.as_bytes());
     let in_keys = objects_by_key(&input);
     let errors = guard_errors(&input);
@@ -1238,7 +1247,7 @@ fn check_clean(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
 }
 
 fn check_forged(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
-    let cfg = config(spec.include_init);
+    let cfg = config_as(spec.include_init, spec.naming);
     let mut batch = load_batch(text.as_bytes());
     prop_assert!(
         !guard_errors(&batch).is_empty(),
@@ -1321,7 +1330,7 @@ fn meanings<const N: usize>(texts: [&[u8]; N]) -> [Vec<serde_json::Value>; N] {
 /// object of it was injected before), finds no look-alike, and injecting again
 /// gives `inject(x)` back.
 fn check_uninject(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
-    let cfg = config(spec.include_init);
+    let cfg = config_as(spec.include_init, spec.naming);
     let mut injected = load_batch(text.as_bytes());
     let outcome = inject::inject(&mut injected, &cfg);
     prop_assert!(!outcome.has_errors(), "{:?}", outcome.findings);
@@ -1353,7 +1362,19 @@ fn check_uninject(spec: &StreamSpec, text: &str) -> Result<(), TestCaseError> {
         prop_assert_eq!(String::from_utf8_lossy(&back), text);
     }
     prop_assert!(!String::from_utf8_lossy(&back).contains(identity::TOKEN_VOLUME));
-    prop_assert_eq!(again_m, injected_m);
+    if spec.naming == Naming::PerNamespace && spec.objects.iter().any(ObjSpec::pre_injected) {
+        // Per namespace, an earlier run's trio stays where it was: a workload
+        // injected now ahead of it in the stream is followed, not preceded, by it,
+        // where a fresh run puts the trio first. The same objects, in another order.
+        let sorted = |v: Vec<serde_json::Value>| {
+            let mut v: Vec<String> = v.iter().map(|o| o.to_string()).collect();
+            v.sort();
+            v
+        };
+        prop_assert_eq!(sorted(again_m), sorted(injected_m));
+    } else {
+        prop_assert_eq!(again_m, injected_m);
+    }
     Ok(())
 }
 
@@ -1362,6 +1383,21 @@ proptest! {
 
     #[test]
     fn uninject_gives_back_what_inject_was_given(spec in stream_spec(false)) {
+        let text = render(&spec, true);
+        check_uninject(&spec, &text)?;
+    }
+
+    /// The same under the default contract, one `nvcf-worker` per namespace (an
+    /// earlier run's output at most once: one run writes one trio per namespace, and
+    /// an omitted namespace may be any).
+    #[test]
+    fn uninject_gives_back_what_inject_was_given_per_namespace(
+        spec in stream_spec(false)
+            .prop_map(|mut s| { s.naming = Naming::PerNamespace; s })
+            .prop_filter("one earlier run's output", |s| {
+                s.objects.iter().filter(|o| o.pre_injected()).count() <= 1
+            })
+    ) {
         let text = render(&spec, true);
         check_uninject(&spec, &text)?;
     }
@@ -1492,7 +1528,7 @@ fn generated_streams_decode_as_kubectl_decodes_them() {
         let text = render(&spec, true);
         if !forged {
             let mut b = load_batch(text.as_bytes());
-            let outcome = inject::inject(&mut b, &config(spec.include_init));
+            let outcome = inject::inject(&mut b, &config_as(spec.include_init, spec.naming));
             assert!(!outcome.has_errors(), "{:?}", outcome.findings);
             inputs.push((format!("generated stream {i}, injected"), render_stream(&b)));
         }

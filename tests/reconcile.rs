@@ -278,7 +278,7 @@ fn naming_mode_changes_move_to_the_new_identity_and_drop_the_unused_trio() {
     let input = format!("{WEB}---\n{API}");
     let objs = reconciles(
         &input,
-        &[],
+        &["--naming", "per-workload"],
         &["--config", &naming_config("per-namespace")],
         "identity nvcf-worker-web -> nvcf-worker",
     );
@@ -300,7 +300,7 @@ fn naming_mode_changes_move_to_the_new_identity_and_drop_the_unused_trio() {
     // And back: each workload its own identity again, the namespace's trio goes.
     let ns_out = inject(&input, &["--config", &naming_config("per-namespace")]);
     ns_out.ok();
-    let back = inject(&ns_out.stdout, &[]);
+    let back = inject_per_workload(&ns_out.stdout, &[]);
     back.ok();
     assert!(
         back.stderr
@@ -322,7 +322,7 @@ fn naming_mode_changes_move_to_the_new_identity_and_drop_the_unused_trio() {
     );
     assert_identity(&objs, "StatefulSet", "api", "nvcf-worker-api", &["api"]);
     assert_eq!(validate_stdin(&back.stdout).code, 0);
-    assert_eq!(inject(&back.stdout, &[]).stdout, back.stdout);
+    assert_eq!(inject_per_workload(&back.stdout, &[]).stdout, back.stdout);
 }
 
 fn naming_config(naming: &str) -> String {
@@ -532,7 +532,7 @@ fn the_authors_own_contract_env_survives_uninject() {
             true,
             &format!("{SIMPLE_POD}{env}"),
         );
-        let out = inject(&input, &[]);
+        let out = inject_per_workload(&input, &[]);
         out.ok();
         let objs = objects(&out.stdout);
         assert_contract(&objs, "Deployment", "web", "ns", &["app"]);
@@ -548,7 +548,7 @@ fn the_authors_own_contract_env_survives_uninject() {
         back.ok();
         assert_gives_back("author env", input.as_bytes(), back.stdout.as_bytes());
         // Injecting again is a no-op: the record is the transformer's own.
-        assert_eq!(inject(&out.stdout, &[]).stdout, out.stdout);
+        assert_eq!(inject_per_workload(&out.stdout, &[]).stdout, out.stdout);
     }
 }
 
@@ -624,11 +624,11 @@ fn deselect_api(stream: &str) -> String {
 #[test]
 fn prune_takes_the_identity_out_of_workloads_no_longer_selected() {
     let input = format!("{WEB}---\n{API}");
-    let both = inject(&input, &[]);
+    let both = inject_per_workload(&input, &[]);
     both.ok();
     // api is no longer selected.
     let deselected = deselect_api(&both.stdout);
-    let kept = inject(&deselected, &[]);
+    let kept = inject_per_workload(&deselected, &[]);
     kept.ok();
     assert!(
         kept.stderr.contains(
@@ -643,7 +643,7 @@ fn prune_takes_the_identity_out_of_workloads_no_longer_selected() {
         "a kept identity validates clean"
     );
 
-    let pruned = inject(&deselected, &["--prune"]);
+    let pruned = inject_per_workload(&deselected, &["--prune"]);
     pruned.ok();
     assert!(
         pruned.stderr.contains("statefulset/api uninjected"),
@@ -673,7 +673,10 @@ fn prune_takes_the_identity_out_of_workloads_no_longer_selected() {
         "api is as it was before inject"
     );
     assert_eq!(validate_stdin(&pruned.stdout).code, 0);
-    assert_eq!(inject(&pruned.stdout, &["--prune"]).stdout, pruned.stdout);
+    assert_eq!(
+        inject_per_workload(&pruned.stdout, &["--prune"]).stdout,
+        pruned.stdout
+    );
 
     // A per-namespace identity stays while another workload still uses it.
     let ns = inject(&input, &["--config", &naming_config("per-namespace")]);
@@ -1009,44 +1012,67 @@ fn own_output_without_changes_keeps_its_aliases() {
 /// (the trio removed from the files kpt writes back).
 #[test]
 fn kpt_eval_injects_updates_and_uninjects_a_package() {
-    let sandbox = tempfile::tempdir().unwrap();
-    let pkg = sandbox.path().join("pkg");
-    std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(pkg.join("web.yaml"), WEB).unwrap();
-    std::fs::write(pkg.join("api.yaml"), API).unwrap();
-    let kpt = |args: &[&str]| {
-        let out = Command::new("kpt")
-            .args(["fn", "eval", "pkg", "--exec", BIN, "--"])
-            .args(args)
-            .current_dir(sandbox.path())
-            .env("HOME", sandbox.path())
-            .env("XDG_CONFIG_HOME", sandbox.path().join(".config"))
-            .output()
-            .expect("kpt is on PATH");
+    // Under both contracts: per-workload (each file its trio) and the default
+    // per-namespace (one nvcf-worker trio for the package's namespace).
+    for naming in [Some("naming=per-workload"), None] {
+        let sandbox = tempfile::tempdir().unwrap();
+        let pkg = sandbox.path().join("pkg");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("web.yaml"), WEB).unwrap();
+        std::fs::write(pkg.join("api.yaml"), API).unwrap();
+        let kpt = |args: &[&str]| {
+            let out = Command::new("kpt")
+                .args(["fn", "eval", "pkg", "--exec", BIN, "--"])
+                .args(args)
+                .args(naming)
+                .current_dir(sandbox.path())
+                .env("HOME", sandbox.path())
+                .env("XDG_CONFIG_HOME", sandbox.path().join(".config"))
+                .output()
+                .expect("kpt is on PATH");
+            assert!(
+                out.status.success(),
+                "kpt {args:?} {naming:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let read = |f: &str| std::fs::read_to_string(pkg.join(f)).unwrap();
+        kpt(&["clusterID=c1"]);
+        let all = || {
+            let mut o = objects(&read("web.yaml"));
+            o.extend(objects(&read("api.yaml")));
+            o
+        };
+        if naming.is_some() {
+            assert!(
+                objects(&read("web.yaml")).len() == 4,
+                "{}",
+                read("web.yaml")
+            );
+        } else {
+            let objs = all();
+            assert_eq!(objs.len(), 2 + 3, "{objs:?}");
+            assert!(
+                has_object(&objs, "ServiceAccount", "nvcf-worker"),
+                "{objs:?}"
+            );
+            for (kind, name) in [("Deployment", "web"), ("StatefulSet", "api")] {
+                let spec = at(find(&objs, kind, name), "spec.template.spec");
+                assert_eq!(spec["serviceAccountName"], "nvcf-worker", "{kind}/{name}");
+            }
+        }
+        let said = kpt(&["clusterID=other"]);
         assert!(
-            out.status.success(),
-            "kpt {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+            said.contains("updated: audience nvcf-icms:c1 -> nvcf-icms:other"),
+            "{said}"
         );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    let read = |f: &str| std::fs::read_to_string(pkg.join(f)).unwrap();
-    kpt(&["clusterID=c1"]);
-    assert!(
-        objects(&read("web.yaml")).len() == 4,
-        "{}",
-        read("web.yaml")
-    );
-    let said = kpt(&["clusterID=other"]);
-    assert!(
-        said.contains("updated: audience nvcf-icms:c1 -> nvcf-icms:other"),
-        "{said}"
-    );
-    assert_eq!(
-        token_of(&objects(&read("web.yaml")), "Deployment", "web")["audience"],
-        "nvcf-icms:other"
-    );
-    kpt(&["mode=uninject"]);
-    assert_gives_back("web.yaml", WEB.as_bytes(), read("web.yaml").as_bytes());
-    assert_gives_back("api.yaml", API.as_bytes(), read("api.yaml").as_bytes());
+        assert_eq!(
+            token_of(&all(), "Deployment", "web")["audience"],
+            "nvcf-icms:other"
+        );
+        kpt(&["mode=uninject"]);
+        assert_gives_back("web.yaml", WEB.as_bytes(), read("web.yaml").as_bytes());
+        assert_gives_back("api.yaml", API.as_bytes(), read("api.yaml").as_bytes());
+    }
 }

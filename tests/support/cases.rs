@@ -50,7 +50,8 @@ pub fn service_account(name: &str, meta: &str) -> String {
     format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: ns\n{meta}automountServiceAccountToken: false\n")
 }
 
-/// The trio `inject` writes for a selected workload, without the workload.
+/// The trio `inject --naming per-workload` writes for a selected workload
+/// (`nvcf-worker-<name>`, marked for it), without the workload.
 pub fn injected_trio(kind: &str, name: &str, ns: Option<&str>) -> String {
     let w = workload(kind, name, ns.unwrap_or(""), true, SIMPLE_POD);
     let w = if ns.is_none() {
@@ -58,7 +59,7 @@ pub fn injected_trio(kind: &str, name: &str, ns: Option<&str>) -> String {
     } else {
         w
     };
-    let out = inject(&w, &[]);
+    let out = inject_per_workload(&w, &[]);
     out.ok();
     split_docs(&out.stdout)
         .into_iter()

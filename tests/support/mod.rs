@@ -96,6 +96,14 @@ pub fn inject(input: &str, extra: &[&str]) -> Out {
     run(&args, input)
 }
 
+/// `inject -f - --cluster-id c1 --naming per-workload <extra>`: the PR #846
+/// contract, one `nvcf-worker-<name>` per workload, for tests of its specifics.
+pub fn inject_per_workload(input: &str, extra: &[&str]) -> Out {
+    let mut args = vec!["--naming", "per-workload"];
+    args.extend_from_slice(extra);
+    inject(input, &args)
+}
+
 /// `inject` with only the given arguments (no cluster id added).
 pub fn inject_raw(input: &str, args: &[&str]) -> Out {
     let mut a = vec!["inject", "-f", "-"];
@@ -390,11 +398,34 @@ pub fn workload(kind: &str, name: &str, ns: &str, selected: bool, pod_spec: &str
 
 pub const SIMPLE_POD: &str = "containers:\n- name: app\n  image: nginx:1.27\n";
 
-/// Asserts the whole contract for the workload `kind/name` in `ns` among `objs`
-/// (the objects of an output), and that its trio directly follows it.
+/// Asserts the whole per-workload contract (`naming: per-workload`, account
+/// `nvcf-worker-<name>`) for the workload `kind/name` in `ns` among `objs` (the
+/// objects of an output), and that its trio directly precedes it.
 #[track_caller]
 pub fn assert_contract(objs: &[Value], kind: &str, name: &str, ns: &str, containers: &[&str]) {
-    let sa_name = format!("nvcf-worker-{name}");
+    assert_contract_as(
+        objs,
+        kind,
+        name,
+        ns,
+        containers,
+        &format!("nvcf-worker-{name}"),
+    );
+}
+
+/// The whole contract with the identity `sa_name` (`nvcf-worker` for the default
+/// `naming: per-namespace`, `nvcf-worker-<name>` per workload), its trio directly
+/// before the workload (the first of its namespace, per namespace).
+#[track_caller]
+pub fn assert_contract_as(
+    objs: &[Value],
+    kind: &str,
+    name: &str,
+    ns: &str,
+    containers: &[&str],
+    sa_name: &str,
+) {
+    let sa_name = sa_name.to_string();
     let pos = objs
         .iter()
         .position(|o| o["kind"] == kind && o["metadata"]["name"] == name)
