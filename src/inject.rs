@@ -268,8 +268,9 @@ fn plan(
                 match existing.get(kind, obj.namespace(), &name) {
                     Some(member) if trio_members.insert(member.addr) => {
                         check_existing_member(member, &p.owner, &name, &mut findings);
+                        account_after_pod(&obj, member, i, &mut findings);
                     }
-                    Some(_) => {}
+                    Some(member) => account_after_pod(&obj, member, i, &mut findings),
                     None if first_claim => p.missing.push(i),
                     None => {}
                 }
@@ -441,6 +442,26 @@ fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
     let own = workload::label_map(obj.node.path(&["metadata", "labels"]));
     let template = workload::label_map(workload::template_labels(obj.node, spec_path));
     cfg.selector.matches(&own) || (!template.is_empty() && cfg.selector.matches(&template))
+}
+
+/// A bare Pod that comes before the ServiceAccount it is given (a namespace's
+/// `nvcf-worker`, declared by an earlier run further down the stream): `kubectl
+/// apply` creates in stream order, and the API server refuses a Pod whose account
+/// does not exist yet (a controller's pods are retried and wait for it). The trio
+/// stays where it was declared: moving documents between places, or files, is
+/// not inject's to do unasked; the warning says what to move.
+fn account_after_pod(obj: &Object, member: &Object, kind: usize, findings: &mut Vec<Finding>) {
+    if kind != 0 || obj.kind() != "Pod" || obj.api_version() != "v1" || member.addr < obj.addr {
+        return;
+    }
+    findings.push(
+        Finding::warning(format!(
+            "this Pod comes before ServiceAccount {:?}{} in the input: kubectl apply creates objects in order and the API server refuses a Pod whose account does not exist yet; move the ServiceAccount, Role and RoleBinding above the Pod (or apply twice)",
+            member.name(),
+            member.location().file.map(|f| format!(" ({f})")).unwrap_or_default()
+        ))
+        .field("spec.serviceAccountName"),
+    );
 }
 
 fn check_existing_member(member: &Object, owner: &Owner, name: &str, findings: &mut Vec<Finding>) {

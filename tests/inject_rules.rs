@@ -1429,3 +1429,56 @@ fn per_namespace_naming_gives_one_nvcf_worker_per_namespace() {
         assert_eq!(o["automountServiceAccountToken"], false);
     }
 }
+
+/// A namespace's `nvcf-worker` declared by an earlier run further down the
+/// stream, and a bare Pod injected above it now: kubectl apply would create the
+/// Pod first, which the API server refuses, so inject warns (CLI and KRM) and
+/// says what to move. Look-alikes stay quiet: the trio above the Pod, and a
+/// Deployment above the trio (its pods are retried and wait for the account).
+#[test]
+fn a_pod_above_its_existing_account_is_warned_about() {
+    let pod = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ns1, labels: {{nvcf.io/worker: \"true\"}}}}\nspec:\n  containers: [{{name: c, image: nginx}}]\n"
+        )
+    };
+    let first = inject(&pod("b"), &["-q"]);
+    first.ok();
+    // The first run's output (trio, then Pod b) with Pod a added at the top.
+    let later = format!("{}---\n{}", pod("a"), first.stdout);
+    let out = inject(&later, &[]);
+    out.ok();
+    let warned = |text: &str| text.contains("this Pod comes before ServiceAccount \"nvcf-worker\"");
+    assert!(
+        warned(&out.stderr) && out.stderr.contains("Pod/ns1/a spec.serviceAccountName"),
+        "{out}"
+    );
+    assert_eq!(
+        out.stderr.matches("comes before ServiceAccount").count(),
+        1,
+        "only Pod a: {out}"
+    );
+    let k = krm(&resource_list(&later, &cm_cfg()));
+    k.ok();
+    assert!(
+        results(&rl(&k)).iter().any(|r| r["severity"] == "warning"
+            && r["message"].as_str().is_some_and(warned)
+            && r["resourceRef"]["name"] == "a"),
+        "{k}"
+    );
+    // Look-alikes: the trio above the Pod; a Deployment above the trio.
+    let below = format!("{}---\n{}", first.stdout, pod("a"));
+    let quiet = inject(&below, &[]);
+    quiet.ok();
+    assert!(
+        !quiet.stderr.contains("comes before ServiceAccount"),
+        "{quiet}"
+    );
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ns1}\nspec:\n  template:\n    metadata: {labels: {nvcf.io/worker: \"true\"}}\n    spec: {containers: [{name: c, image: nginx}]}\n";
+    let quiet = inject(&format!("{deployment}---\n{}", first.stdout), &[]);
+    quiet.ok();
+    assert!(
+        !quiet.stderr.contains("comes before ServiceAccount"),
+        "{quiet}"
+    );
+}
