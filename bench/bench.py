@@ -123,6 +123,7 @@ def in_place_runs(folder, n=3):
     for i in range(n):
         copy = f"{folder}-inplace{i}"
         shutil.copytree(folder, copy)
+        os.sync()  # the copy's own writes are not the run's to flush
         times.append(run([TOOL, "inject", "-i", "-q", "-f", copy, "--cluster-id", "bench", "-l", ""])[0])
         shutil.rmtree(copy)
     return min(times), best([TOOL, "inject", "-q", "-f", folder, "--cluster-id", "bench", "-l", ""])

@@ -330,8 +330,7 @@ fn other_yaml_in_a_directory_is_told_to_be_left_out() {
         .find(|o| o["kind"] == "Deployment")
         .unwrap();
     assert_eq!(
-        deployment["spec"]["template"]["spec"]["serviceAccountName"],
-        "nvcf-worker",
+        deployment["spec"]["template"]["spec"]["serviceAccountName"], "nvcf-worker",
         "{out}"
     );
     // Named on its own, the file is the user's choice: no hint about packages.

@@ -748,13 +748,17 @@ fn replace_files_is_all_or_nothing() {
     let dir = tree(&[("a.yaml", "a: 1\n")]);
     let a = path_str(&dir.path().join("a.yaml"));
     let missing = path_str(&dir.path().join("nope/b.yaml"));
-    let err = kubectl_nvcf_worker::pipeline::sink::replace_files(&[
-        (&a, b"a: 2\n"),
-        (&missing, b"b: 2\n"),
-    ]);
-    assert!(err.is_err());
-    assert_eq!(std::fs::read_to_string(&a).unwrap(), "a: 1\n");
-    assert_eq!(listing(dir.path()).len(), 1);
+    // Serial and on two workers (the files are written in parallel): either way
+    // no file changes and no temporary file is left.
+    for workers in [1, 2] {
+        let err = kubectl_nvcf_worker::pipeline::sink::replace_files(
+            &[(&a, b"a: 2\n"), (&missing, b"b: 2\n")],
+            kubectl_nvcf_worker::work::Workers::new(workers),
+        );
+        assert!(err.is_err());
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "a: 1\n");
+        assert_eq!(listing(dir.path()).len(), 1);
+    }
 }
 
 /// fuzz `resource_list` crash-f62a82b7: after a byte order mark, the first line's

@@ -388,7 +388,7 @@ pub fn write_edited(
         }
     } else {
         let files: Vec<(&str, &[u8])> = changed.iter().map(|(n, _, b)| (*n, &b[..])).collect();
-        replace_files(&files)?;
+        replace_files(&files, batch.workers)?;
     }
     Ok(changed.len())
 }
@@ -400,7 +400,7 @@ pub fn write_edited(
 /// SIGTERM, the temporary files are removed and no file has changed (a signal
 /// then ends the process as it would have). A target that is not a regular file,
 /// or has other hard links (a rename would split them), is refused first.
-pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
+pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> Result<()> {
     for (name, _) in files {
         check_target(name)?;
     }
@@ -411,18 +411,27 @@ pub fn replace_files(files: &[(&str, &[u8])]) -> Result<()> {
             let _ = std::fs::remove_file(temp);
         }
     };
-    for (name, bytes) in files {
-        match write_beside(name, bytes) {
-            Ok(pair) => temps.push(pair),
-            Err(e) => {
-                cleanup(&temps);
-                return Err(e);
-            }
+    // Written on the run's workers: per file a create, a write, an owner and mode,
+    // each a system call that waits; a file still to write after a signal is not.
+    let pid = std::process::id();
+    let written = workers.map(files, |(name, bytes)| {
+        (!guard.caught()).then(|| write_beside(name, bytes, pid))
+    });
+    let mut failed = None;
+    for w in written {
+        match w {
+            Some(Ok(pair)) => temps.push(pair),
+            Some(Err(e)) => failed = failed.or(Some(e)),
+            None => {}
         }
-        if guard.caught() {
-            cleanup(&temps);
-            guard.reraise();
-        }
+    }
+    if guard.caught() {
+        cleanup(&temps);
+        guard.reraise();
+    }
+    if let Some(e) = failed {
+        cleanup(&temps);
+        return Err(e);
     }
     if let Err(e) = sync_written(&temps) {
         cleanup(&temps);
@@ -458,9 +467,11 @@ fn sync_written(temps: &[(std::path::PathBuf, std::path::PathBuf)]) -> Result<()
         let mut synced = std::collections::HashSet::new();
         for (temp, _) in temps {
             let name = temp.display().to_string();
-            let f = std::fs::File::open(temp).map_err(|e| Error::io(&name, e))?;
-            let dev = f.metadata().map_err(|e| Error::io(&name, e))?.dev();
+            let dev = std::fs::metadata(temp)
+                .map_err(|e| Error::io(&name, e))?
+                .dev();
             if synced.insert(dev) {
+                let f = std::fs::File::open(temp).map_err(|e| Error::io(&name, e))?;
                 // SAFETY: a valid, open file descriptor for the call's duration.
                 if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
                     return Err(Error::io(name, std::io::Error::last_os_error()));
@@ -506,19 +517,29 @@ fn refused(name: &str, message: String) -> Error {
 /// Writes `bytes` to a new temporary file beside `name`'s real file (a symlink is
 /// followed, so the link stays a link), with the target's owner, group, mode and
 /// encoding (UTF-16 stays UTF-16), returning (temporary, target).
-fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+fn write_beside(
+    name: &str,
+    bytes: &[u8],
+    pid: u32,
+) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     use std::os::unix::fs::MetadataExt;
     let io = |e| Error::io(name, e);
-    let target = std::fs::canonicalize(name).map_err(io)?;
-    let meta = std::fs::metadata(&target).map_err(io)?;
+    // Only a link needs resolving (its file is the one replaced); a file is
+    // replaced where it is named, which spares a lookup per path component.
+    let link = std::fs::symlink_metadata(name).map_err(io)?;
+    let target = match link.file_type().is_symlink() {
+        true => std::fs::canonicalize(name).map_err(io)?,
+        false => std::path::PathBuf::from(name),
+    };
+    let meta = match link.file_type().is_symlink() {
+        true => std::fs::metadata(&target).map_err(io)?,
+        false => link,
+    };
     let file_name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = target.with_file_name(format!(
-        ".{file_name}.nvcf-worker-{}.tmp",
-        std::process::id()
-    ));
+    let temp = target.with_file_name(format!(".{file_name}.nvcf-worker-{pid}.tmp"));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -533,7 +554,8 @@ fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::pa
         }
         // Owner first: changing it clears the setuid and setgid bits, which the
         // mode then sets again.
-        if meta.uid() != nix_uid(&f)? || meta.gid() != nix_gid(&f)? {
+        let mine = f.metadata()?;
+        if meta.uid() != mine.uid() || meta.gid() != mine.gid() {
             std::os::unix::fs::fchown(&f, Some(meta.uid()), Some(meta.gid()))?;
         }
         f.set_permissions(meta.permissions())?;
@@ -550,16 +572,6 @@ fn write_beside(name: &str, bytes: &[u8]) -> Result<(std::path::PathBuf, std::pa
             Err(io(e))
         }
     }
-}
-
-fn nix_uid(f: &std::fs::File) -> std::io::Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    Ok(f.metadata()?.uid())
-}
-
-fn nix_gid(f: &std::fs::File) -> std::io::Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    Ok(f.metadata()?.gid())
 }
 
 /// SIGINT and SIGTERM while files are replaced: caught, so that the temporary
