@@ -117,6 +117,26 @@ fn walk_package(
     Ok((walked.files, left_out))
 }
 
+/// Whether the path names a directory (read as a package), not a file or stdin.
+fn is_dir(p: &str) -> bool {
+    p != "-" && std::path::Path::new(p).is_dir()
+}
+
+/// The files one path names: a directory walked as a package (`walk_package`,
+/// what it leaves out added to `left_out`), a file or `-` as it is.
+fn expand_path(
+    p: &str,
+    to_files: bool,
+    left_out: &mut Vec<String>,
+) -> Result<Vec<Option<std::path::PathBuf>>> {
+    if !is_dir(p) {
+        return Ok(read::expand(&[p.to_string()])?);
+    }
+    let (files, out) = walk_package(&[p.to_string()], to_files)?;
+    left_out.extend(out);
+    Ok(files)
+}
+
 /// Reads a package to edit (`leave_out_local` is false when the files are
 /// rewritten: then a symlink out of a directory is refused). In a directory, as kpt reads a package (see
 /// `walk_package`), objects marked `config.kubernetes.io/local-config: "true"`
@@ -132,14 +152,8 @@ pub fn package(
     let mut sources = Vec::new();
     let mut left_out = Vec::new();
     for p in paths {
-        let in_dir = p != "-" && std::path::Path::new(p).is_dir();
-        let files = if in_dir {
-            let (files, out) = walk_package(std::slice::from_ref(p), !leave_out_local)?;
-            left_out.extend(out);
-            files
-        } else {
-            read::expand(std::slice::from_ref(p))?
-        };
+        let in_dir = is_dir(p);
+        let files = expand_path(p, !leave_out_local, &mut left_out)?;
         for file in files {
             let input = read::read_input(file)?;
             let hint = looks_like_template(&input.bytes);
@@ -173,15 +187,22 @@ fn looks_like_template(bytes: &[u8]) -> bool {
 const TEMPLATE_HINT: &str = "this looks like an unrendered template ({{ ... }}): render it first (helm template CHART | kubectl nvcf-worker inject -f -), and check the rendered output";
 
 fn with_template_hint(e: Error, hint: bool) -> Error {
-    if !hint {
-        return e;
+    if hint {
+        with_hint(e, TEMPLATE_HINT)
+    } else {
+        e
     }
+}
+
+/// A decoding error with `hint` added to its message (a YAML error becomes the
+/// refusal it is, at its line); other errors as they are.
+fn with_hint(e: Error, hint: &str) -> Error {
     match e {
         Error::Yaml { file, doc, source } => Error::Invalid {
             file,
             doc,
             line: source.line(),
-            message: format!("{source}; {TEMPLATE_HINT}"),
+            message: format!("{source}; {hint}"),
         },
         Error::Invalid {
             file,
@@ -192,7 +213,7 @@ fn with_template_hint(e: Error, hint: bool) -> Error {
             file,
             doc,
             line,
-            message: format!("{message}; {TEMPLATE_HINT}"),
+            message: format!("{message}; {hint}"),
         },
         e => e,
     }
@@ -201,25 +222,18 @@ fn with_template_hint(e: Error, hint: bool) -> Error {
 /// A file of a directory that is YAML but no Kubernetes object (a tool's settings,
 /// a CI workflow): kpt's `.krmignore` leaves such files out of a package.
 fn with_package_hint(e: Error) -> Error {
-    match e {
-        Error::Invalid {
-            file,
-            doc,
-            line,
-            message,
-        } if message.starts_with("missing ") || message.starts_with("document is not a mapping") => {
-            Error::Invalid {
-                file,
-                doc,
-                line,
-                message: format!(
-                    "{message}; if this file is not a Kubernetes manifest, list it in the directory's .krmignore (as kpt does) or name the manifests with -f"
-                ),
-            }
+    match &e {
+        Error::Invalid { message, .. }
+            if message.starts_with("missing ")
+                || message.starts_with("document is not a mapping") =>
+        {
+            with_hint(e, PACKAGE_HINT)
         }
-        e => e,
+        _ => e,
     }
 }
+
+const PACKAGE_HINT: &str = "if this file is not a Kubernetes manifest, list it in the directory's .krmignore (as kpt does) or name the manifests with -f";
 
 /// A file that does not decode, where: the checker reports it and goes on.
 #[derive(Debug)]
@@ -248,11 +262,7 @@ pub fn files(
 ) -> Result<(Vec<Checked>, usize)> {
     let mut files = Vec::new();
     for p in paths {
-        if p != "-" && std::path::Path::new(p).is_dir() {
-            files.extend(walk_package(std::slice::from_ref(p), false)?.0);
-        } else {
-            files.extend(read::expand(std::slice::from_ref(p))?);
-        }
+        files.extend(expand_path(p, false, &mut Vec::new())?);
     }
     let count = files.len();
     let (outer, inner) = if count > 1 {

@@ -135,11 +135,7 @@ const SPILL: usize = 1 << 20;
 /// One source's documents as its new file content: JSON stays JSON (one object,
 /// or a List of all).
 pub fn render_source(docs: &[Document]) -> Vec<u8> {
-    if docs
-        .iter()
-        .find_map(|d| d.text.as_deref())
-        .is_some_and(|t| read::sniffs_json(t))
-    {
+    if read_as_json(docs) {
         return json_docs(&docs.iter().collect::<Vec<_>>());
     }
     let mut out = Vec::new();
@@ -153,8 +149,12 @@ fn has_text(s: &crate::manifest::batch::Source) -> bool {
 
 /// Whether kubectl reads the source as JSON (it starts with `{`).
 fn is_json(s: &crate::manifest::batch::Source) -> bool {
-    s.docs
-        .iter()
+    read_as_json(&s.docs)
+}
+
+/// Whether the text these documents were read from is one kubectl reads as JSON.
+fn read_as_json(docs: &[Document]) -> bool {
+    docs.iter()
         .find_map(|d| d.text.as_deref())
         .is_some_and(|t| read::sniffs_json(t))
 }
