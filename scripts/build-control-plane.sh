@@ -1,27 +1,24 @@
 #!/usr/bin/env bash
 # Builds the control plane the live tests run against (etcd, kube-apiserver,
-# kube-controller-manager) from published Go modules, into a cache folder outside
-# the clone keyed by every input, and prints that folder. A second run with the same
-# inputs builds nothing. Test-only: the shipped binary stays pure Rust.
+# kube-controller-manager) from published Go modules (tests/go, see go-env.sh),
+# into a cache folder outside the clone keyed by every input, and prints that
+# folder. A second run with the same inputs builds nothing. Test-only: the shipped
+# binary stays pure Rust.
 #
 #   scripts/build-control-plane.sh            # build if needed, print the folder
 #   NVCF_CONTROL_PLANE_CACHE=DIR ...          # cache root (default below)
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-src="$root/tests/controlplane"
-cache="${NVCF_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-nvcf-worker}"
-command -v go >/dev/null || { echo "build-control-plane: go is required (Go 1.26)" >&2; exit 1; }
+source "$(dirname "$0")/go-env.sh"
+cache="${NVCF_CONTROL_PLANE_CACHE:-$go_cache}"
 
-# The key covers the module files, this script and the Go toolchain.
-key=$( { cat "$src"/kube/go.mod "$src"/kube/go.sum "$src"/etcd/go.mod "$src"/etcd/go.sum "$0"; go version; go env GOOS GOARCH; } \
-  | sha256sum | cut -c1-16)
+key=$(go_key "$0")
 out="$cache/control-plane-$key"
 if [[ -x "$out/etcd" && -x "$out/kube-apiserver" && -x "$out/kube-controller-manager" ]]; then
   echo "$out"; exit 0
 fi
 
-kube_version=$(cd "$src/kube" && GOTOOLCHAIN=local go list -m -f '{{.Version}}' k8s.io/kubernetes)
-[[ -n "$kube_version" ]] || { echo "build-control-plane: no k8s.io/kubernetes version in $src/kube/go.mod" >&2; exit 1; }
+kube_version=$(cd "$go_src" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+[[ -n "$kube_version" ]] || { echo "build-control-plane: no k8s.io/kubernetes version in $go_src/go.mod" >&2; exit 1; }
 major=${kube_version#v}; minor=${major#*.}; minor=${minor%%.*}; major=${major%%.*}
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -32,15 +29,13 @@ done
 mkdir -p "$cache"
 tmp=$(mktemp -d "$cache/.build-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local
 start=$SECONDS
-echo "build-control-plane: building $kube_version and etcd into $out (cold builds take long on 2 cores)" >&2
-(cd "$src/etcd" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
-(cd "$src/kube" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+echo "build-control-plane: building $kube_version and etcd into $out" >&2
+(cd "$go_src" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+(cd "$go_src" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
 "$tmp/kube-apiserver" --version >&2
-# Publish atomically: a concurrent or interrupted build never leaves a half folder.
-rm -rf "$out.partial"; mv "$tmp" "$out.partial" && mv -T "$out.partial" "$out" 2>/dev/null || rm -rf "$out.partial"
+go_publish "$tmp" "$out"
 trap - EXIT
 echo "build-control-plane: built in $((SECONDS - start)) s" >&2
 echo "$out"

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Builds the kubectl decoding oracle (tests/oracle, Go; test infrastructure only) for
-# kubectl 1.32's modules (go132.mod) and a current release (go.mod), and prints the
-# directory that holds both binaries. The binaries are cached outside the clone, keyed
-# by a hash of the oracle's sources and module files, so a second run is a no-op; Go's
-# own module and build caches (in ~) are reused across runs.
+# Builds the kubectl decoding oracle (tests/go/oracle, Go; test infrastructure only)
+# for kubectl 1.32's modules (oracle/go132.mod, a graph of its own) and the current
+# release the control plane is built from (tests/go/go.mod, shared with the control
+# plane and helm: see go-env.sh), and prints the directory that holds both binaries,
+# cached outside the clone and keyed by the oracle's sources and module files.
 set -euo pipefail
-src="$(cd "$(dirname "$0")/../tests/oracle" && pwd)"
-command -v go >/dev/null || { echo "build-oracle: go is not on PATH (Go >= 1.24 and the Go module proxy are needed)" >&2; exit 1; }
-hash=$(cd "$src" && cat main.go go.mod go.sum go132.mod go132.sum | sha256sum | cut -c1-16)
-out="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-nvcf-worker/oracle-$hash"
+source "$(dirname "$0")/go-env.sh"
+o="$go_src/oracle"
+
+key=$(go_key "$o/main.go" "$o/go132.mod" "$o/go132.sum" "$0")
+out="$go_cache/oracle-$key"
 if [ ! -x "$out/oracle-1.32" ] || [ ! -x "$out/oracle-current" ]; then
-  mkdir -p "$out"
-  tmp=$(mktemp -d "$out/.build.XXXXXX")
-  (cd "$src" && go build -trimpath -o "$tmp/oracle-current" . && go build -trimpath -modfile=go132.mod -o "$tmp/oracle-1.32" .) >&2
-  mv "$tmp/oracle-current" "$tmp/oracle-1.32" "$out/"
-  rmdir "$tmp"
+  mkdir -p "$go_cache"
+  tmp=$(mktemp -d "$out.tmp.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$go_src" && go build -trimpath -o "$tmp/oracle-current" ./oracle \
+    && go build -trimpath -modfile=oracle/go132.mod -o "$tmp/oracle-1.32" ./oracle) >&2
+  go_publish "$tmp" "$out"
+  trap - EXIT
 fi
 echo "$out"
