@@ -12,8 +12,8 @@
 //! reason in `tests/fixtures/faces/exceptions.txt`; the test fails when a case moves
 //! in or out of that list.
 
-mod live_support;
-mod support;
+use crate::live_support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -21,11 +21,15 @@ use std::path::Path;
 use kubectl_nvcf_worker::report::Severity;
 use kubectl_nvcf_worker::rules::{self, Where};
 use live_support::policy::{callers, cover, install, wait_until_enforced};
-use live_support::{client, Admin, Cluster};
+use live_support::{client, Admin, Cluster, Plane};
 use serde_json::{json, Value};
 use support::cases::{cases, injected};
 use support::{generated_corpus, inject, krm, resource_list, rl, run, typed_config, workload};
 use support::{KINDS, SIMPLE_POD};
+
+/// Its own control plane: its admission policies judge every cluster-scoped
+/// object, so they must not meet the shared plane's tests.
+const PLANE: Plane = Plane::Own("faces");
 
 /// One finding: the object (`Kind/ns/name`, `Kind/name` without a namespace, `-`
 /// for none), the rule and its severity.
@@ -435,7 +439,7 @@ fn every_face_gives_the_guards_verdict_on_one_case_set() {
     let reference = manifest_faces(&cases, &mut tally);
     let objects = decoded(&cases);
 
-    let c = Cluster::start();
+    let c = Cluster::start_on(PLANE);
     let who = callers(&c);
 
     // Audit: each case's objects in namespaces of its own, created as the admin

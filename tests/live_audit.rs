@@ -1,7 +1,7 @@
 //! `audit` end to end against the real control plane: the guard's rules on live
 //! objects and the worker pod checks, in the same findings format as `validate`.
 
-mod live_support;
+use crate::live_support;
 
 use std::time::{Duration, Instant};
 

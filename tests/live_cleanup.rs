@@ -2,7 +2,7 @@
 //! (requests pass the fault-injecting proxy, which records them): every safety
 //! rule, the request budget, and the faults it must survive.
 
-mod live_support;
+use crate::live_support;
 
 use std::time::{Duration, Instant};
 

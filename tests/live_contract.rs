@@ -3,7 +3,7 @@
 //! only by its own agent identity or a controller chain verified by UIDs (item 7),
 //! describe prints WorkerAuth as the agent builds it (item 8).
 
-mod live_support;
+use crate::live_support;
 
 use std::time::{Duration, Instant};
 

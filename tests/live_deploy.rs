@@ -4,7 +4,7 @@
 //! against the real RBAC authorizer it succeeds, and with any one permission
 //! removed it stops with a message naming that permission.
 
-mod live_support;
+use crate::live_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

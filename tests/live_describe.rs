@@ -3,7 +3,7 @@
 //! that passes every condition and one failing each, in text and JSON; the
 //! agent's WorkerAuth; and the errors when a pod has no worker identity.
 
-mod live_support;
+use crate::live_support;
 
 use live_support::*;
 use serde_json::{json, Value};

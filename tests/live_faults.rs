@@ -5,7 +5,7 @@
 //! printed on failure) and asserts only final states, never timing. Both tests
 //! run `cleanup -A`, so each has the control plane to itself.
 
-mod live_support;
+use crate::live_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! `-o json|yaml` documents of every live command, end to end against the real
 //! control plane; identity flags through the real kubectl's plugin dispatch.
 
-mod live_support;
+use crate::live_support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! versioned JSON/YAML document, and both plugin names through the real kubectl's
 //! plugin dispatch.
 
-mod live_support;
+use crate::live_support;
 
 use std::time::Duration;
 

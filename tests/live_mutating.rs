@@ -13,7 +13,7 @@
 //! test id; the tests run one at a time, since a mutating policy sees every pod
 //! of the cluster (it takes stamps it did not write off them).
 
-mod live_support;
+use crate::live_support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -26,6 +26,10 @@ use kubectl_nvcf_worker::rules;
 use live_support::policy::kubectl_as;
 use live_support::*;
 use serde_json::{json, Value};
+
+/// Its own control plane: its admission policies judge every cluster-scoped
+/// object, so they must not meet the shared plane's tests.
+const PLANE: Plane = Plane::Own("live_mutating");
 
 const APPLIER_NS: &str = "flux-system";
 const APPLIER: &str = "system:serviceaccount:flux-system:kustomize-controller";
@@ -363,7 +367,7 @@ fn comparable(pod: &Value) -> Value {
 
 #[test]
 fn selected_pods_get_exactly_what_inject_writes_and_only_the_mutation_is_admitted() {
-    let c = Cluster::start_exclusive();
+    let c = Cluster::start_exclusive_on(PLANE);
     let who = callers(&c);
     let ns = c.ns.clone();
     // The reference namespace: the guard's policy, no mutation; inject's output
@@ -644,7 +648,7 @@ fn serde_yaml_docs(text: &str) -> Vec<Value> {
 
 #[test]
 fn admission_order_binding_removal_and_the_time_to_admit_100_pods() {
-    let c = Cluster::start_exclusive();
+    let c = Cluster::start_exclusive_on(PLANE);
     let who = callers(&c);
     let ns = c.ns.clone();
     let without = c.ns_named("without");

@@ -9,7 +9,7 @@
 //! other's bindings; cluster-scoped objects are seen by every binding, which is
 //! why all tests share one agent and one applier.
 
-mod live_support;
+use crate::live_support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 use live_support::policy::*;
 use live_support::*;
 use serde_json::{json, Value};
+
+/// Its own control plane: its admission policies judge every cluster-scoped
+/// object, so they must not meet the shared plane's tests.
+const PLANE: Plane = Plane::Own("live_policy");
 
 fn meta(name: &str, ns: Option<&str>) -> Value {
     match ns {
@@ -345,7 +349,7 @@ fn refused_with(out: &Output, rule: &str) -> bool {
 
 #[test]
 fn forgeries_from_a_restricted_user_are_refused_and_look_alikes_pass() {
-    let c = Cluster::start();
+    let c = Cluster::start_on(PLANE);
     let ns = c.ns.clone();
     cover(&c, &ns);
     let who = callers(&c);
@@ -432,7 +436,7 @@ fn forgeries_from_a_restricted_user_are_refused_and_look_alikes_pass() {
 
 #[test]
 fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods() {
-    let c = Cluster::start();
+    let c = Cluster::start_on(PLANE);
     let ns = c.ns.clone();
     cover(&c, &ns);
     let who = callers(&c);
@@ -581,7 +585,7 @@ fn the_agent_and_the_allowed_applier_are_admitted_and_controllers_make_the_pods(
 
 #[test]
 fn audit_only_warns_instead_of_refusing() {
-    let c = Cluster::start();
+    let c = Cluster::start_on(PLANE);
     let ns = c.ns.clone();
     cover(&c, &ns);
     let who = callers(&c);
@@ -615,7 +619,7 @@ fn audit_only_warns_instead_of_refusing() {
 /// rule and its look-alike admitted.
 #[test]
 fn subresources_job_templates_and_second_tokens_are_guarded() {
-    let c = Cluster::start();
+    let c = Cluster::start_on(PLANE);
     let ns = c.ns.clone();
     cover(&c, &ns);
     let who = callers(&c);

@@ -4,7 +4,7 @@
 //! TokenRequest and TokenReview APIs, and `inject` output that the real server
 //! accepts under strict field validation with no warnings.
 
-mod live_support;
+use crate::live_support;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,13 +1,14 @@
 //! A real Kubernetes control plane for the live tests: etcd, kube-apiserver and
 //! kube-controller-manager built from published Go modules by
 //! `scripts/build-control-plane.sh`, on loopback ports, with certificates made
-//! here by the openssl CLI. One per test binary; it stops and its folder goes when
+//! here by the openssl CLI. One per [`Plane`]; it stops and its folder goes when
 //! the test process ends, however it ends (a watchdog process outlives it).
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 /// The service-account token issuer (and default API audience).
@@ -25,13 +26,41 @@ pub struct ControlPlane {
     pub bin_dir: PathBuf,
 }
 
-static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+/// Which control plane a test runs on. The live suites share one; a suite whose
+/// admission policies judge every object in the cluster (a policy sees all
+/// cluster-scoped objects, whatever its namespace selector) runs on its own, so it
+/// never judges another suite's objects, nor theirs its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Plane {
+    Shared,
+    Own(&'static str),
+}
 
-/// The control plane of this test binary, started by the first caller.
-pub fn control_plane() -> &'static ControlPlane {
-    PLANE.get_or_init(|| match ControlPlane::start() {
+/// A plane's control plane, started by its first test, and the lock its tests
+/// share (`Cluster::start` reads it; a test spanning every namespace writes it).
+pub struct Slot {
+    cp: OnceLock<ControlPlane>,
+    pub span: RwLock<()>,
+}
+
+/// The slot of a plane: made once, never freed (the processes outlive it anyway).
+pub fn slot(plane: Plane) -> &'static Slot {
+    static SLOTS: Mutex<BTreeMap<Plane, &'static Slot>> = Mutex::new(BTreeMap::new());
+    let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    slots.entry(plane).or_insert_with(|| {
+        Box::leak(Box::new(Slot {
+            cp: OnceLock::new(),
+            span: RwLock::new(()),
+        }))
+    })
+}
+
+/// The control plane of `plane`, started by the first caller (outside the slots'
+/// lock: one plane starting does not hold up another's tests).
+pub fn control_plane(plane: Plane) -> &'static ControlPlane {
+    slot(plane).cp.get_or_init(|| match ControlPlane::start() {
         Ok(cp) => cp,
-        Err(e) => panic!("the test control plane did not start: {e}"),
+        Err(e) => panic!("the test control plane {plane:?} did not start: {e}"),
     })
 }
 

@@ -1,5 +1,5 @@
-//! Shared by the tests/live_*.rs suites: the real control plane of this test
-//! binary (`controlplane`), a namespace set per test, a fault-injecting proxy in
+//! Shared by the tests/live_*.rs suites (one binary, `tests/suites/live.rs`): the
+//! real control planes (`controlplane`: one shared, one per policy suite), a namespace set per test, a fault-injecting proxy in
 //! front of the server that records what the plugin sent (`proxy`), seeding
 //! helpers, and ways to run the plugin (directly or through kubectl).
 #![allow(dead_code)]
@@ -14,14 +14,14 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{json, Value};
 
 pub use client::Admin;
-pub use controlplane::{control_plane, ControlPlane};
+pub use controlplane::{control_plane, ControlPlane, Plane};
 #[allow(unused_imports)]
 pub use proxy::{Fault, FaultKind, Gate, Proxy, Request};
 
@@ -38,10 +38,6 @@ pub const INSTANCE_TYPE: &str = "nvca.nvcf.nvidia.io/workload-instance-type";
 /// The label on every namespace a test makes (value: the test process id).
 pub const TEST_LABEL: &str = "nvcf-worker-test";
 
-/// Tests sharing the control plane take this lock for reading; a test that spans
-/// all namespaces (`-A`) takes it for writing, so no other test's objects exist
-/// while it runs.
-static SPAN: RwLock<()> = RwLock::new(());
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
 enum Span {
@@ -69,19 +65,33 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A test's share of the control plane.
+    /// A test's share of the shared control plane.
     pub fn start() -> Cluster {
-        let span = Span::Shared(SPAN.read().unwrap_or_else(|e| e.into_inner()));
-        let c = Self::with_span(span);
+        Self::start_on(Plane::Shared)
+    }
+
+    /// A test's share of `plane`. Tests on one plane take its span lock for
+    /// reading; a test that spans all namespaces (`-A`) takes it for writing, so
+    /// no other test's objects exist on that plane while it runs.
+    pub fn start_on(plane: Plane) -> Cluster {
+        let lock = &controlplane::slot(plane).span;
+        let span = Span::Shared(lock.read().unwrap_or_else(|e| e.into_inner()));
+        let c = Self::with_span(plane, span);
         c.namespace(&c.ns);
         c
     }
 
-    /// The control plane to itself: waits for other tests' namespaces to be gone,
-    /// for a test whose commands span every namespace.
+    /// The shared control plane to itself: see [`Cluster::start_exclusive_on`].
     pub fn start_exclusive() -> Cluster {
-        let span = Span::Exclusive(SPAN.write().unwrap_or_else(|e| e.into_inner()));
-        let c = Self::with_span(span);
+        Self::start_exclusive_on(Plane::Shared)
+    }
+
+    /// `plane` to itself: waits for other tests' namespaces to be gone, for a test
+    /// whose commands span every namespace.
+    pub fn start_exclusive_on(plane: Plane) -> Cluster {
+        let lock = &controlplane::slot(plane).span;
+        let span = Span::Exclusive(lock.write().unwrap_or_else(|e| e.into_inner()));
+        let c = Self::with_span(plane, span);
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let left: Vec<String> = c
@@ -110,8 +120,8 @@ impl Cluster {
         c
     }
 
-    fn with_span(span: Span) -> Cluster {
-        let cp = control_plane();
+    fn with_span(plane: Plane, span: Span) -> Cluster {
+        let cp = control_plane(plane);
         let admin = Admin::new(&cp.admin_kubeconfig);
         let proxy = Proxy::start(admin.clone());
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);

@@ -3,9 +3,10 @@
 //! user), installing a test's own policy bound to its namespaces by a label, and
 //! requests as a caller through the real kubectl.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -31,8 +32,16 @@ pub struct Callers {
 /// may write the kinds the policy covers (with `bind` and `escalate`, so RBAC
 /// leaves the bindings to the policy) and nothing else.
 pub fn callers(c: &Cluster) -> &'static Callers {
-    static CALLERS: OnceLock<Callers> = OnceLock::new();
-    CALLERS.get_or_init(|| {
+    // One set per control plane (by its URL): the suites that use it each run on
+    // a plane of their own.
+    static CALLERS: Mutex<BTreeMap<String, &'static OnceLock<Callers>>> =
+        Mutex::new(BTreeMap::new());
+    let once: &'static OnceLock<Callers> = *CALLERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(c.cp.url.clone())
+        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
+    once.get_or_init(|| {
         let token = |ns: &str, sa: &str| {
             for obj in [
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
