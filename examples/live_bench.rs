@@ -2,7 +2,7 @@
 //! kube-apiserver and kube-controller-manager built by
 //! scripts/build-control-plane.sh): 10 000 worker identities, half of them
 //! orphaned. The core is `tests/live_support/bench.rs`, which `cargo test --test
-//! live_cleanup` runs small; this prints the full-size figures: the request count
+//! live live_cleanup` runs small; this prints the full-size figures: the request count
 //! against the budget, cleanup's wall time, and its ratio to bare deletes of as
 //! many trios in the same run at the same concurrency.
 //!

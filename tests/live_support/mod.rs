@@ -1,7 +1,8 @@
 //! Shared by the tests/live_*.rs suites (one binary, `tests/suites/live.rs`): the
-//! real control planes (`controlplane`: one shared, one per policy suite), a namespace set per test, a fault-injecting proxy in
-//! front of the server that records what the plugin sent (`proxy`), seeding
-//! helpers, and ways to run the plugin (directly or through kubectl).
+//! real control planes (`controlplane`: one shared, one per policy suite), a
+//! namespace set per test, a fault-injecting proxy in front of the server that
+//! records what the plugin sent (`proxy`), seeding helpers, and ways to run the
+//! plugin (directly or through kubectl).
 #![allow(dead_code)]
 
 pub mod bench;
