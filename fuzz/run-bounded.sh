@@ -12,5 +12,16 @@ cd "$here"
 [ -d "corpus/$target" ] && [ -n "$(ls -A "corpus/$target" 2>/dev/null)" ] || ./seed.sh
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1
-exec cargo fuzz run -O "$target" "corpus/$target" -- \
-    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
+status=0
+cargo fuzz run -O "$target" "corpus/$target" -- \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 || status=$?
+if [ "$status" -ne 0 ]; then
+    # The artifact stays on the machine that found it: print it last, where a
+    # shortened log still shows it (decode with `base64 -d`).
+    for f in "artifacts/$target"/crash-* "artifacts/$target"/oom-* "artifacts/$target"/timeout-*; do
+        [ -f "$f" ] || continue
+        echo "== $f ($(wc -c < "$f") bytes), base64:"
+        head -c 8192 "$f" | base64
+    done
+fi
+exit "$status"

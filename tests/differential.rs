@@ -1,6 +1,6 @@
 //! The tool's view of manifests against kubectl's own decoder.
 //!
-//! `scripts/build-oracle.sh` builds `tests/oracle` (k8s.io/cli-runtime's resource
+//! `scripts/build-oracle.sh` builds `tests/go/oracle` (k8s.io/cli-runtime's resource
 //! builder in local mode, as `kubectl apply -f` uses it) for kubectl 1.32's modules and
 //! a current release. For every input, the objects the guard examines
 //! (`read::decode_like_kubectl`) must equal the oracle's, object by object; where

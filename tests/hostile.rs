@@ -1218,6 +1218,42 @@ fn fuzz_folded_scalars_with_more_indented_lines_keep_their_text() {
     );
 }
 
+/// fuzz `resource_list` crash-06b41f2d (CI's crash-d403cb2f the same): a value that
+/// is only a tag or an anchor (`key:` with `!t` on the next line) was placed where
+/// its key ends, as an empty `key:` is, so lines added after the entry went between
+/// the key and its tag: kpt got a ResourceList it could not parse. Lines added after
+/// such an entry (the function's `results`, the fields inject adds to a pod spec) go
+/// after its tag, and kubectl reads the value as it was.
+#[test]
+fn fuzz_lines_added_after_a_value_that_is_only_a_tag_go_after_it() {
+    let config = "apiVersion: fn.nvcf.io/v1alpha1\nkind: WorkerIdentity\nmetadata: {name: x}\nspec: {clusterID: c1}\n";
+    let forged = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  serviceAccountName: nvcf-worker\n  containers: [{name: c, image: i}]\n";
+    for (value, read) in [
+        ("\n  !!str", json!("")),
+        ("\n  !!str # a comment", json!("")),
+        ("\n  &a", json!(null)),
+        (" !!str", json!("")),
+        ("\n &a !!str\n\n# after a blank line", json!("")),
+    ] {
+        // The function's answer: `results` after the last entry of the root.
+        let rl = format!("{}x:{value}\n", support::resource_list(forged, config));
+        let out = support::krm(&rl);
+        let answer = support::rl(&out);
+        assert_eq!(answer["x"], read, "{out}");
+        assert!(!support::results(&answer).is_empty(), "{out}");
+        // inject: the fields it adds after the pod spec's last entry.
+        let worker = format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  template:\n    metadata:\n      labels: {{nvcf.io/worker: \"true\"}}\n    spec:\n      containers:\n      - {{name: app, image: nginx}}\n      x:{}\n", value.replace('\n', "\n      "));
+        agrees_with_kubectl(worker.as_bytes());
+        let out = support::inject(&worker, &["-q"]);
+        out.ok();
+        let objects = support::objects(&out.stdout);
+        let web = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let spec = &web["spec"]["template"]["spec"];
+        assert_eq!(spec["x"], read, "{out}");
+        assert!(spec["serviceAccountName"].is_string(), "{out}");
+    }
+}
+
 /// fuzz `stream` crash-f4723397 (minimized to `{!,`): libyaml-safer 0.3 panics
 /// ("TODO: What is expected here?") on a tag followed by `,` in a flow collection.
 /// The panic is caught in parse_stream and reported as invalid YAML, quietly.

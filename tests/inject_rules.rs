@@ -1213,7 +1213,7 @@ fn config_file_and_typed_selector() {
 #[test]
 fn block_scalar_at_end_of_input_without_line_break() {
     // libyaml-safer panicked here (a real corpus file ends this way). kubectl reads
-    // the value with its final line break (checked with tests/oracle).
+    // the value with its final line break (checked with tests/go/oracle).
     for (indicator, want) in [
         ("|", "a\nb\n"),
         ("|+", "a\nb\n"),

@@ -514,8 +514,10 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     Some(key) => {
                         let mut value = complete;
                         // An empty value (`key:`) is marked at the next token, maybe
-                        // lines below: it lies where its key ends.
-                        if matches!(&value.value, Value::Scalar(s) if s.text.is_empty() && s.style == Style::Plain)
+                        // lines below: it lies where its key ends. One with a tag or
+                        // an anchor (`key: !t`, maybe on the next line) is that text.
+                        if value.props.is_none()
+                            && matches!(&value.value, Value::Scalar(s) if s.text.is_empty() && s.style == Style::Plain)
                         {
                             value.span = Span {
                                 start: key.span.end,

@@ -1,6 +1,6 @@
 //! Helpers shared by the rule and corpus tests: run the real binary, build KRM
 //! ResourceLists, and read output back: what kubectl will see by kubectl's own
-//! decoder ([`objects`], the oracle of `tests/oracle`), the structure of a stream
+//! decoder ([`objects`], the oracle of `tests/go/oracle`), the structure of a stream
 //! as written ([`docs`], [`rl`]) by the crate's own parser.
 #![allow(dead_code)]
 
@@ -200,7 +200,7 @@ pub fn docs(yaml: &str) -> Vec<Value> {
 }
 
 /// The objects `kubectl apply -f` sends for a stream, decoded by kubectl's own code
-/// (the oracle, `tests/oracle`: Lists flattened), at kubectl 1.32 and a current
+/// (the oracle, `tests/go/oracle`: Lists flattened), at kubectl 1.32 and a current
 /// release, which must agree. Fails when kubectl cannot decode the stream.
 #[track_caller]
 pub fn objects(yaml: &str) -> Vec<Value> {

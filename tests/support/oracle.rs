@@ -1,5 +1,5 @@
 //! kubectl's own decoder as the judge, shared by the differential, hostile-input and
-//! property tests: `scripts/build-oracle.sh` builds `tests/oracle` (k8s.io/cli-runtime's
+//! property tests: `scripts/build-oracle.sh` builds `tests/go/oracle` (k8s.io/cli-runtime's
 //! resource builder in local mode, as `kubectl apply -f` uses it) for kubectl 1.32's
 //! modules and a current release; [`compare`] runs many inputs through both in one call
 //! each and tallies every object against `read::decode_like_kubectl`.
