@@ -200,48 +200,87 @@ fn hard_links_are_read_once_and_never_split() {
     );
 }
 
-/// The signal is sent as soon as the first temporary file appears (the write
-/// phase has begun), so it lands while files are being written.
+/// A package of 400 workloads on a disk (each temporary file is synced), not a
+/// tmpfs, so writing takes a while; `inject -i` on it, with `sig` in the state
+/// `disposition` (the default, or ignored as `nohup` or a shell's background job
+/// leaves it, whatever the test runner was started with), sent as soon as the first
+/// temporary file appears (the write phase has begun).
+fn signalled_while_writing(
+    sig: libc::c_int,
+    disposition: libc::sighandler_t,
+) -> (tempfile::TempDir, std::process::ExitStatus) {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let pkg = tmp.path().join("pkg");
+    std::fs::create_dir(&pkg).unwrap();
+    for i in 0..400 {
+        std::fs::write(
+            pkg.join(format!("d{i:03}.yaml")),
+            deployment(&format!("w{i}")),
+        )
+        .unwrap();
+    }
+    let mut command = Command::new(BIN);
+    command
+        .args(["inject", "-i", "-f", "pkg", "--cluster-id", "c1"])
+        .current_dir(tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec, only `signal`, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(sig, disposition);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let start = Instant::now();
+    let mut sent = false;
+    while child.try_wait().unwrap().is_none() {
+        if !temps(&pkg).is_empty() {
+            assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+            sent = true;
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no temporary file appeared"
+        );
+    }
+    assert!(
+        sent,
+        "signal {sig}: the run ended before it wrote a temporary file"
+    );
+    let status = child.wait().unwrap();
+    (tmp, status)
+}
+
+/// An ignored SIGINT or SIGTERM stays ignored: the run writes every file.
+#[test]
+fn an_ignored_signal_stays_ignored_while_writing() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let (tmp, status) = signalled_while_writing(sig, libc::SIG_IGN);
+        assert!(status.success(), "signal {sig}: {status:?}");
+        let pkg = tmp.path().join("pkg");
+        assert_eq!(temps(&pkg), Vec::<String>::new(), "signal {sig}");
+        let changed = (0..400)
+            .filter(|i| {
+                std::fs::read_to_string(pkg.join(format!("d{i:03}.yaml"))).unwrap()
+                    != deployment(&format!("w{i}"))
+            })
+            .count();
+        assert_eq!(changed, 400, "signal {sig}");
+    }
+}
+
+/// SIGINT and SIGTERM with their default action, while files are written: the run
+/// ends by the signal, with no temporary file left and every file or none replaced.
 #[test]
 fn sigint_and_sigterm_while_writing_leave_no_temporary_file() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // On a disk (each temporary file is synced), not a tmpfs, so writing takes a while.
-        let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let (tmp, status) = signalled_while_writing(sig, libc::SIG_DFL);
         let pkg = tmp.path().join("pkg");
-        std::fs::create_dir(&pkg).unwrap();
-        for i in 0..400 {
-            std::fs::write(
-                pkg.join(format!("d{i:03}.yaml")),
-                deployment(&format!("w{i}")),
-            )
-            .unwrap();
-        }
-        let mut child = Command::new(BIN)
-            .args(["inject", "-i", "-f", "pkg", "--cluster-id", "c1"])
-            .current_dir(tmp.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        let mut sent = false;
-        while child.try_wait().unwrap().is_none() {
-            if !temps(&pkg).is_empty() {
-                assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-                sent = true;
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "no temporary file appeared"
-            );
-        }
-        assert!(
-            sent,
-            "signal {sig}: the run ended before it wrote a temporary file"
-        );
-        let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(
             status.signal(),

@@ -601,10 +601,17 @@ mod signals {
                 // SAFETY: a handler that only stores an atomic; the old action is
                 // kept and restored on drop.
                 unsafe {
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    // A signal the caller ignores (`nohup`, a shell's background
+                    // job) stays ignored: it was never going to end the run.
+                    if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                        || old.sa_sigaction == libc::SIG_IGN
+                    {
+                        continue;
+                    }
                     let mut action: libc::sigaction = std::mem::zeroed();
                     action.sa_sigaction = record as extern "C" fn(libc::c_int) as usize;
                     libc::sigemptyset(&mut action.sa_mask);
-                    let mut old: libc::sigaction = std::mem::zeroed();
                     if libc::sigaction(sig, &action, &mut old) == 0 {
                         previous.push((sig, old));
                     }
