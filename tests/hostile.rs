@@ -1218,6 +1218,42 @@ fn fuzz_folded_scalars_with_more_indented_lines_keep_their_text() {
     );
 }
 
+/// fuzz `stream` crash-f29c3749: 82 lone `\r` before a document. A document dropped
+/// as read (as inject drops a selected workload's) is read again from its region and
+/// moved to its lines in the stream; the lines before it were counted by `\n` alone,
+/// though YAML 1.1 (libyaml, kubectl's go-yaml) breaks lines at a lone `\r`, NEL, LS
+/// and PS too, and the reread panicked ("a document read again lies where it was
+/// read"). Read again, each document has the tree, lines and spans it had.
+#[test]
+fn fuzz_a_dropped_document_after_other_line_breaks_reads_again_where_it_was() {
+    use kubectl_nvcf_worker::manifest::batch::{evict, Batch, Need};
+    use kubectl_nvcf_worker::manifest::read;
+    let doc = "kind: StorageClass{b}apiVersion: storage.k8s.io/v1{b}parameters:{b}    diskformat: thin{b}";
+    for brk in ["\r", "\r\n", "\n", "\u{85}", "\u{2028}", "\u{2029}"] {
+        let one = doc.replace("{b}", brk);
+        let text = format!("{}{one}---{brk}{brk}{one}", brk.repeat(82));
+        let input = || read::Input {
+            name: "t".into(),
+            bytes: text.clone().into_bytes(),
+        };
+        let held = read::load(input()).unwrap();
+        let drop_all = |d: &mut Document| evict(d, &[], |_| Need::Later);
+        let dropped = read::load_with(input(), Some(&drop_all), Default::default()).unwrap();
+        let again = Batch::new(vec![dropped]).with_rereads(|r| r.collect::<Vec<_>>());
+        assert_eq!(again.len(), 2, "{brk:?}");
+        for d in again {
+            let was = &held.docs[d.index];
+            assert_eq!(
+                format!("{:?}", d.root),
+                format!("{:?}", was.root),
+                "{brk:?}"
+            );
+            assert_eq!((d.line, d.region, d.body), (was.line, was.region, was.body));
+        }
+        assert_eq!(held.docs[0].root.line, 83, "{brk:?}");
+    }
+}
+
 /// fuzz `resource_list` crash-06b41f2d (CI's crash-d403cb2f the same): a value that
 /// is only a tag or an anchor (`key:` with `!t` on the next line) was placed where
 /// its key ends, as an empty `key:` is, so lines added after the entry went between

@@ -205,10 +205,12 @@ fn hard_links_are_read_once_and_never_split() {
 /// `disposition` (the default, or ignored as `nohup` or a shell's background job
 /// leaves it, whatever the test runner was started with), sent as soon as the first
 /// temporary file appears (the write phase has begun).
+/// Returns how the run ended, the temporary files left, and how many of the 400
+/// files were replaced.
 fn signalled_while_writing(
     sig: libc::c_int,
     disposition: libc::sighandler_t,
-) -> (tempfile::TempDir, std::process::ExitStatus) {
+) -> (std::process::ExitStatus, Vec<String>, usize) {
     use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let pkg = tmp.path().join("pkg");
@@ -253,23 +255,22 @@ fn signalled_while_writing(
         "signal {sig}: the run ended before it wrote a temporary file"
     );
     let status = child.wait().unwrap();
-    (tmp, status)
+    let changed = (0..400)
+        .filter(|i| {
+            std::fs::read_to_string(pkg.join(format!("d{i:03}.yaml"))).unwrap()
+                != deployment(&format!("w{i}"))
+        })
+        .count();
+    (status, temps(&pkg), changed)
 }
 
 /// An ignored SIGINT or SIGTERM stays ignored: the run writes every file.
 #[test]
 fn an_ignored_signal_stays_ignored_while_writing() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        let (tmp, status) = signalled_while_writing(sig, libc::SIG_IGN);
+        let (status, left, changed) = signalled_while_writing(sig, libc::SIG_IGN);
         assert!(status.success(), "signal {sig}: {status:?}");
-        let pkg = tmp.path().join("pkg");
-        assert_eq!(temps(&pkg), Vec::<String>::new(), "signal {sig}");
-        let changed = (0..400)
-            .filter(|i| {
-                std::fs::read_to_string(pkg.join(format!("d{i:03}.yaml"))).unwrap()
-                    != deployment(&format!("w{i}"))
-            })
-            .count();
+        assert_eq!(left, Vec::<String>::new(), "signal {sig}");
         assert_eq!(changed, 400, "signal {sig}");
     }
 }
@@ -279,22 +280,15 @@ fn an_ignored_signal_stays_ignored_while_writing() {
 #[test]
 fn sigint_and_sigterm_while_writing_leave_no_temporary_file() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        let (tmp, status) = signalled_while_writing(sig, libc::SIG_DFL);
-        let pkg = tmp.path().join("pkg");
+        let (status, left, changed) = signalled_while_writing(sig, libc::SIG_DFL);
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(
             status.signal(),
             Some(sig),
             "ended by the signal: {status:?}"
         );
-        assert_eq!(temps(&pkg), Vec::<String>::new(), "signal {sig}");
+        assert_eq!(left, Vec::<String>::new(), "signal {sig}");
         // All files or none.
-        let changed = (0..400)
-            .filter(|i| {
-                std::fs::read_to_string(pkg.join(format!("d{i:03}.yaml"))).unwrap()
-                    != deployment(&format!("w{i}"))
-            })
-            .count();
         assert!(
             changed == 0 || changed == 400,
             "signal {sig}: {changed} of 400 files replaced"

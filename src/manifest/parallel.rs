@@ -11,7 +11,9 @@
 
 use crate::work::Workers;
 
-use super::parse::{frame_documents, parse_stream, shift_lines, Document, ParseError, YamlError};
+use super::parse::{
+    frame_documents, line_breaks, parse_stream, shift_lines, Document, ParseError, YamlError,
+};
 
 type Parsed = Result<Vec<Document>, ParseError>;
 
@@ -31,16 +33,12 @@ fn chunk_starts(input: &[u8]) -> Vec<(usize, u32)> {
         let Some(at) = next_marker(input, from) else {
             break;
         };
-        lines += bytecount(&input[counted_to..at]);
+        lines += line_breaks(&input[counted_to..at]);
         counted_to = at;
         starts.push((at, lines));
         from = at + CHUNK;
     }
     starts
-}
-
-fn bytecount(b: &[u8]) -> u32 {
-    b.iter().filter(|&&c| c == b'\n').count() as u32
 }
 
 /// The next `---` that starts a line and is a marker (followed by a blank or the end).
@@ -238,6 +236,20 @@ mod tests {
             assert_eq!(a.root, b.root); // node lines included
         }
         assert_eq!(to_yaml(&one), to_yaml(&many));
+    }
+
+    #[test]
+    fn lines_after_other_line_breaks_are_those_of_one_thread() {
+        // YAML 1.1 breaks lines at a lone `\r`, NEL, LS and PS too: a chunk's lines
+        // count them as the parser does.
+        for brk in ["\r", "\u{85}", "\u{2028}", "\u{2029}"] {
+            let input = format!("# a{brk}# b{brk}\n{}", big_stream());
+            let one = parse_stream(input.as_bytes()).unwrap();
+            let many = parse_stream_parallel(input.as_bytes(), Workers::new(2)).unwrap();
+            let lines =
+                |d: &[Document]| d.iter().map(|d| (d.line, d.root.line)).collect::<Vec<_>>();
+            assert_eq!(lines(&one), lines(&many), "{brk:?}");
+        }
     }
 
     #[test]

@@ -575,6 +575,22 @@ pub(super) fn shift_lines(n: &mut Node, by: u32, bytes: u32) {
     }
 }
 
+/// The line breaks in `text` as YAML 1.1 readers count lines (libyaml, kubectl's
+/// go-yaml): `\r\n` once, and each lone `\r`, `\n`, NEL, LS and PS.
+pub(super) fn line_breaks(text: &[u8]) -> u32 {
+    let mut n = 0;
+    for (i, &b) in text.iter().enumerate() {
+        n += u32::from(match b {
+            b'\n' => true,
+            b'\r' => text.get(i + 1) != Some(&b'\n'),
+            0xC2 => text.get(i + 1) == Some(&0x85),
+            0xE2 => text.get(i + 1) == Some(&0x80) && matches!(text.get(i + 2), Some(0xA8 | 0xA9)),
+            _ => false,
+        });
+    }
+    n
+}
+
 /// A document whose tree was dropped (`Document::reread`), parsed again from its
 /// region of the stream: the tree it had when the stream was read. A region parses
 /// alone as it did in the stream (the chunks of `parallel` rely on the same), unless
@@ -589,12 +605,7 @@ pub fn reread(doc: &Document) -> Document {
     let text = doc.text.as_ref().expect("a source document");
     let (from, end) = doc.region;
     let mark = &doc.root;
-    let lines_before = mark.line
-        - 1
-        - text[from..mark.span.start as usize]
-            .iter()
-            .filter(|&&c| c == b'\n')
-            .count() as u32;
+    let lines_before = mark.line - 1 - line_breaks(&text[from..mark.span.start as usize]);
     let mut docs = parse_stream(&text[from..end]).expect("a document read once reads again");
     assert_eq!(docs.len(), 1, "a document's region holds one document");
     let mut fresh = docs.pop().expect("one document");
