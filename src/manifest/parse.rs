@@ -575,20 +575,24 @@ pub(super) fn shift_lines(n: &mut Node, by: u32, bytes: u32) {
     }
 }
 
-/// The line breaks in `text` as YAML 1.1 readers count lines (libyaml, kubectl's
-/// go-yaml): `\r\n` once, and each lone `\r`, `\n`, NEL, LS and PS.
-pub(super) fn line_breaks(text: &[u8]) -> u32 {
-    let mut n = 0;
-    for (i, &b) in text.iter().enumerate() {
-        n += u32::from(match b {
-            b'\n' => true,
-            b'\r' => text.get(i + 1) != Some(&b'\n'),
-            0xC2 => text.get(i + 1) == Some(&0x85),
-            0xE2 => text.get(i + 1) == Some(&0x80) && matches!(text.get(i + 2), Some(0xA8 | 0xA9)),
-            _ => false,
-        });
+/// Whether a line break other than `\n` (or the `\r` of `\r\n`) starts at byte `i`
+/// of `text`: a lone `\r`, NEL, LS or PS, which YAML 1.1 readers (libyaml, kubectl's
+/// go-yaml) take as line breaks too.
+pub(super) fn other_break_at(text: &[u8], i: usize) -> bool {
+    match text[i] {
+        b'\r' => text.get(i + 1) != Some(&b'\n'),
+        0xC2 => text.get(i + 1) == Some(&0x85),
+        0xE2 => text.get(i + 1) == Some(&0x80) && matches!(text.get(i + 2), Some(0xA8 | 0xA9)),
+        _ => false,
     }
-    n
+}
+
+/// The line breaks in `text` as YAML 1.1 readers count lines: `\r\n` once, and
+/// each `\n` and each of [`other_break_at`].
+pub(super) fn line_breaks(text: &[u8]) -> u32 {
+    (0..text.len())
+        .filter(|&i| text[i] == b'\n' || other_break_at(text, i))
+        .count() as u32
 }
 
 /// A document whose tree was dropped (`Document::reread`), parsed again from its

@@ -227,12 +227,7 @@ fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
 /// NEL, LS or PS, which YAML 1.1 readers (libyaml, kubectl's go-yaml) take as line
 /// breaks too. The splicer finds lines by `\n`; such a document is written anew.
 fn other_line_breaks(text: &[u8]) -> bool {
-    text.iter().enumerate().any(|(i, &b)| match b {
-        b'\r' => text.get(i + 1) != Some(&b'\n'),
-        0xC2 => text.get(i + 1) == Some(&0x85),
-        0xE2 => text.get(i + 1) == Some(&0x80) && matches!(text.get(i + 2), Some(0xA8 | 0xA9)),
-        _ => false,
-    })
+    (0..text.len()).any(|i| super::parse::other_break_at(text, i))
 }
 
 /// The edits that turn `text` into the bytes of `new`, the tree `old` (read from
