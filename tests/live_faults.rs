@@ -3,7 +3,8 @@
 //! random points, and a large cleanup against a server that fails, throttles,
 //! stalls and drops connections at random. Every test is seeded (a tiny xorshift,
 //! printed on failure) and asserts only final states, never timing. Both tests
-//! run `cleanup -A`, so each has the control plane to itself.
+//! run `cleanup -A`, so each has a control plane of its own: neither waits for, nor
+//! holds up, the tests sharing one.
 
 use crate::live_support;
 
@@ -461,7 +462,7 @@ fn interrupted_cleanups_then_a_rerun_remove_exactly_the_orphans() {
     let seed = seed_or_env(0x5eed_0001_c1ea_0001);
     let started = Instant::now();
     let mut rng = Rng::new(seed);
-    let c = Cluster::start_exclusive();
+    let c = Cluster::start_exclusive_on(Plane::Own("live_faults_interrupted"));
     let (seeded, nss) = populate(&c, &mut rng, 300, 5);
     let before = snapshot(&c, &nss);
     assert_eq!(seeded.removable.len(), 150);
@@ -567,7 +568,7 @@ fn random_server_faults_during_a_large_cleanup_leave_the_exact_state() {
     let seed = seed_or_env(0x5eed_0002_fa17_0002);
     let started = Instant::now();
     let mut rng = Rng::new(seed);
-    let c = Cluster::start_exclusive();
+    let c = Cluster::start_exclusive_on(Plane::Own("live_faults_random"));
     let (seeded, nss) = populate(&c, &mut rng, 1000, 10);
     let before = snapshot(&c, &nss);
     assert_eq!(seeded.removable.len(), 500);

@@ -80,21 +80,6 @@ fn dead_port() -> u16 {
 fn an_unreachable_server_is_named_in_the_error() {
     let c = Cluster::start();
     let server = format!("https://127.0.0.1:{}", dead_port());
-    for command in [
-        &["list"][..],
-        &["audit"],
-        &["cleanup"],
-        &["describe", "pod/p"],
-    ] {
-        let mut args = command.to_vec();
-        args.extend(["--server", &server]);
-        let err = failed(&via_kubectl(&c, &args));
-        assert!(
-            err.contains(&format!("cannot reach the server {server}"))
-                && err.contains("Connection refused"),
-            "{command:?}: {err}"
-        );
-    }
     // The kubeconfig's own server, unreachable, is named the same way.
     let kubeconfig = c.dir.path().join("dead.kubeconfig");
     std::fs::write(
@@ -104,11 +89,40 @@ fn an_unreachable_server_is_named_in_the_error() {
             .replace(&c.cp.url, &server),
     )
     .unwrap();
-    let err = failed(&run_with(&kubeconfig, &["list"]));
-    assert!(
-        err.contains(&format!("cannot reach the server {server}")),
-        "{err}"
-    );
+    // Each command spends its retries' backoff (about 3 s) on the refused
+    // connection: they run side by side.
+    std::thread::scope(|s| {
+        let by_flag: Vec<_> = [
+            &["list"][..],
+            &["audit"],
+            &["cleanup"],
+            &["describe", "pod/p"],
+        ]
+        .into_iter()
+        .map(|command| {
+            let (c, server) = (&c, &server);
+            s.spawn(move || {
+                let mut args = command.to_vec();
+                args.extend(["--server", server]);
+                (command, failed(&via_kubectl(c, &args)))
+            })
+        })
+        .collect();
+        let by_kubeconfig = s.spawn(|| failed(&run_with(&kubeconfig, &["list"])));
+        for handle in by_flag {
+            let (command, err) = handle.join().unwrap();
+            assert!(
+                err.contains(&format!("cannot reach the server {server}"))
+                    && err.contains("Connection refused"),
+                "{command:?}: {err}"
+            );
+        }
+        let err = by_kubeconfig.join().unwrap();
+        assert!(
+            err.contains(&format!("cannot reach the server {server}")),
+            "{err}"
+        );
+    });
 }
 
 #[test]
