@@ -15,10 +15,10 @@ workload selected (`-l ''`, where all the work is done); the KRM function on the
 corpus as one ResourceList (as kpt sends it: block YAML, every workload selected)
 against the round trips of that ResourceList, with its peak RSS; `inject
 --in-place` on the corpus split one file per object against the same run to
-stdout; and `kubectl kustomize` with patches that add the account, automount and
-token volume to the default selection, at N=200 and N=2000 (patches only: no trio,
-so a lower bound for kustomize). Then the wall time of a one-item ResourceList
-through the KRM function (median of 30 runs).
+stdout and against copying those files; and `kubectl kustomize` with patches that
+add the account, automount and token volume to the default selection, at N=200
+and N=2000 (patches only: no trio, so a lower bound for kustomize). Then the
+wall time of a one-item ResourceList through the KRM function (median of 30 runs).
 """
 import shutil
 import os, resource, statistics, subprocess, sys, tempfile, time
@@ -117,16 +117,20 @@ def kustomization(corpus, folder):
 
 
 def in_place_runs(folder, n=3):
-    """Best wall time of `inject -i` on fresh copies of `folder`, and of the same
-    run to stdout."""
-    times = []
+    """Best wall time of `inject -i` on fresh copies of `folder`, of the same run to
+    stdout, and of making the copy (the file system creating as many files: on
+    ext4 without a journal each new inode walks past the inodes deleted in the
+    last seconds to minutes, so this varies with what else the machine does)."""
+    times, copies = [], []
     for i in range(n):
         copy = f"{folder}-inplace{i}"
+        start = time.perf_counter()
         shutil.copytree(folder, copy)
+        copies.append(time.perf_counter() - start)
         os.sync()  # the copy's own writes are not the run's to flush
         times.append(run([TOOL, "inject", "-i", "-q", "-f", copy, "--cluster-id", "bench", "-l", ""])[0])
         shutil.rmtree(copy)
-    return min(times), best([TOOL, "inject", "-q", "-f", folder, "--cluster-id", "bench", "-l", ""])
+    return min(times), best([TOOL, "inject", "-q", "-f", folder, "--cluster-id", "bench", "-l", ""]), min(copies)
 
 
 def main():
@@ -167,7 +171,7 @@ def main():
             "import resource,subprocess,sys;"
             "subprocess.run([sys.argv[1]],stdin=open(sys.argv[2],'rb'),stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True);"
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)", TOOL, rl]))
-        in_place, to_stdout = in_place_runs(folder) if n <= 2000 else (None, None)
+        in_place, to_stdout, copying = in_place_runs(folder) if n <= 2000 else (None, None, None)
         print(f"N={n}: corpus {size / 1e6:.1f} MB, {files} objects")
         for label, value in [
             ("  libyaml-safer event round trip (s)", rt),
@@ -196,6 +200,8 @@ def main():
             (f"  inject -i -l '', {files} files (s)", in_place),
             (f"  inject -l '' to stdout, {files} files (s)", to_stdout),
             ("  in place / to stdout (target <= 1.5 at N=2000)", in_place / to_stdout),
+            (f"  copying the {files} files (Python copytree) (s)", copying),
+            ("  (in place - to stdout) / copying the files", (in_place - to_stdout) / copying),
         ] if in_place else []):
             print(f"{label:58} {value:12.3f}")
     if shutil.which("kubectl"):
