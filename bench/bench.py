@@ -15,7 +15,8 @@ workload selected (`-l ''`, where all the work is done); the KRM function on the
 corpus as one ResourceList (as kpt sends it: block YAML, every workload selected)
 against the round trips of that ResourceList, with its peak RSS; `inject
 --in-place` on the corpus split one file per object against the same run to
-stdout and against copying those files; and `kubectl kustomize` with patches that
+stdout and against copying those files, in the benchmark's folder, on a tmpfs
+(/dev/shm) and in each folder NVCF_BENCH_IN_PLACE_DIRS names; and `kubectl kustomize` with patches that
 add the account, automount and token volume to the default selection, at N=200
 and N=2000 (patches only: no trio, so a lower bound for kustomize). Then the
 wall time of a one-item ResourceList through the KRM function (median of 30 runs).
@@ -116,21 +117,58 @@ def kustomization(corpus, folder):
         f.write("resources: [all.yaml]\npatches:\n" + "".join(patches))
 
 
-def in_place_runs(folder, n=3):
-    """Best wall time of `inject -i` on fresh copies of `folder`, of the same run to
-    stdout, and of making the copy (the file system creating as many files: on
-    ext4 without a journal each new inode walks past the inodes deleted in the
-    last seconds to minutes, so this varies with what else the machine does)."""
-    times, copies = [], []
-    for i in range(n):
-        copy = f"{folder}-inplace{i}"
-        start = time.perf_counter()
-        shutil.copytree(folder, copy)
-        copies.append(time.perf_counter() - start)
-        os.sync()  # the copy's own writes are not the run's to flush
-        times.append(run([TOOL, "inject", "-i", "-q", "-f", copy, "--cluster-id", "bench", "-l", ""])[0])
-        shutil.rmtree(copy)
-    return min(times), best([TOOL, "inject", "-q", "-f", folder, "--cluster-id", "bench", "-l", ""]), min(copies)
+def file_system(path):
+    """The file system `path` is on, as `/dev/vda ext4, no journal`: what creating
+    inodes costs depends on it (see in_place_runs)."""
+    real, best_mount = os.path.realpath(path), ("", "?", "?")
+    for line in open("/proc/mounts"):
+        dev, mount, fstype = line.split()[:3]
+        if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best_mount[0]):
+            best_mount = (mount, dev, fstype)
+    _, dev, fstype = best_mount
+    if fstype == "ext4":
+        name = os.path.basename(os.path.realpath(dev))
+        journal = any(e.startswith(name + "-") for e in os.listdir("/proc/fs/jbd2")) if os.path.isdir("/proc/fs/jbd2") else False
+        fstype += "" if journal else ", no journal"
+    return f"{dev} {fstype}"
+
+
+def in_place_runs(folder, where, n=3):
+    """Best wall time of `inject -i` on fresh copies of `folder` made in `where`, of
+    the same run to stdout, and of making one copy (the file system creating as many
+    files). All copies are made, and synced, before the first run: the benchmark
+    deletes nothing between a copy and its run. On ext4 without a journal each new
+    inode walks past the inodes deleted in the last minute (`recently_deleted`), so
+    there the figures move with what else the machine deletes; a tmpfs isolates the
+    tool's own work from the disk."""
+    base = tempfile.mkdtemp(prefix="nvcf-in-place-", dir=where)
+    try:
+        package = os.path.join(base, "package")
+        shutil.copytree(folder, package)
+        copies, times = [], []
+        for i in range(n):
+            start = time.perf_counter()
+            shutil.copytree(package, os.path.join(base, f"copy{i}"))
+            copies.append(time.perf_counter() - start)
+        os.sync()  # the copies' own writes are not the runs' to flush
+        for i in range(n):
+            copy = os.path.join(base, f"copy{i}")
+            times.append(run([TOOL, "inject", "-i", "-q", "-f", copy, "--cluster-id", "bench", "-l", ""])[0])
+        to_stdout = best([TOOL, "inject", "-q", "-f", package, "--cluster-id", "bench", "-l", ""])
+        return min(times), to_stdout, min(copies)
+    finally:
+        shutil.rmtree(base)
+
+
+def in_place_places(tmp):
+    """Where in-place runs are measured: the benchmark's folder, a tmpfs when there
+    is one, and the folders NVCF_BENCH_IN_PLACE_DIRS names (colon-separated: a
+    journaled file system, say)."""
+    places = [tmp]
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        places.append("/dev/shm")
+    places += [p for p in os.environ.get("NVCF_BENCH_IN_PLACE_DIRS", "").split(":") if p]
+    return places
 
 
 def main():
@@ -171,7 +209,7 @@ def main():
             "import resource,subprocess,sys;"
             "subprocess.run([sys.argv[1]],stdin=open(sys.argv[2],'rb'),stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True);"
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)", TOOL, rl]))
-        in_place, to_stdout, copying = in_place_runs(folder) if n <= 2000 else (None, None, None)
+        in_place = [(p, in_place_runs(folder, p)) for p in in_place_places(tmp)] if n <= 2000 else []
         print(f"N={n}: corpus {size / 1e6:.1f} MB, {files} objects")
         for label, value in [
             ("  libyaml-safer event round trip (s)", rt),
@@ -196,13 +234,21 @@ def main():
             ("  KRM / event round trip of the ResourceList", krm / rl_events),
             ("  KRM / serde_yaml round trip of the ResourceList (target <= 1.2)", krm / rl_naive),
             ("  KRM peak RSS / ResourceList size (target <= 3 at N=10000)", rss_krm / rl_size),
-        ] + ([
-            (f"  inject -i -l '', {files} files (s)", in_place),
-            (f"  inject -l '' to stdout, {files} files (s)", to_stdout),
-            ("  in place / to stdout (target <= 1.5 at N=2000)", in_place / to_stdout),
-            (f"  copying the {files} files (Python copytree) (s)", copying),
-            ("  (in place - to stdout) / copying the files", (in_place - to_stdout) / copying),
-        ] if in_place else []):
+        ] + [
+            row
+            for place, (inp, out, copying) in in_place
+            for row in [
+                (f"  in place in {place} ({file_system(place)}):", None),
+                (f"    inject -i -l '', {files} files (s)", inp),
+                (f"    inject -l '' to stdout, {files} files (s)", out),
+                ("    in place / to stdout (target <= 1.5 at N=2000)", inp / out),
+                (f"    copying the {files} files (Python copytree) (s)", copying),
+                ("    (in place - to stdout) / copying the files", (inp - out) / copying),
+            ]
+        ]:
+            if value is None:
+                print(label)
+                continue
             print(f"{label:58} {value:12.3f}")
     if shutil.which("kubectl"):
         for n in [200, 2000]:

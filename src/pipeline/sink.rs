@@ -401,26 +401,30 @@ pub fn write_edited(
 /// then ends the process as it would have). A target that is not a regular file,
 /// or has other hard links (a rename would split them), is refused first.
 pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> Result<()> {
-    for (name, _) in files {
-        check_target(name)?;
-    }
+    // Each target is looked up once: what is refused, where its real file is and
+    // its owner, mode and file system all come from that one look.
+    let targets = files
+        .iter()
+        .map(|(name, _)| Target::find(name))
+        .collect::<Result<Vec<_>>>()?;
     let guard = signals::Guard::install();
-    let mut temps: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
-    let cleanup = |temps: &[(std::path::PathBuf, std::path::PathBuf)]| {
-        for (temp, _) in temps {
+    let mut temps: Vec<std::path::PathBuf> = Vec::new();
+    let cleanup = |temps: &[std::path::PathBuf]| {
+        for temp in temps {
             let _ = std::fs::remove_file(temp);
         }
     };
     // Written on the run's workers: per file a create, a write, an owner and mode,
     // each a system call that waits; a file still to write after a signal is not.
     let pid = std::process::id();
-    let written = workers.map(files, |(name, bytes)| {
-        (!guard.caught()).then(|| write_beside(name, bytes, pid))
+    let jobs: Vec<(&Target, &[u8])> = targets.iter().zip(files).map(|(t, f)| (t, f.1)).collect();
+    let written = workers.map(&jobs, |(target, bytes)| {
+        (!guard.caught()).then(|| write_beside(target, bytes, pid))
     });
     let mut failed = None;
     for w in written {
         match w {
-            Some(Ok(pair)) => temps.push(pair),
+            Some(Ok(temp)) => temps.push(temp),
             Some(Err(e)) => failed = failed.or(Some(e)),
             None => {}
         }
@@ -433,15 +437,15 @@ pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> 
         cleanup(&temps);
         return Err(e);
     }
-    if let Err(e) = sync_written(&temps) {
+    if let Err(e) = sync_written(&targets, &temps) {
         cleanup(&temps);
         return Err(e);
     }
-    for (i, (temp, target)) in temps.iter().enumerate() {
-        if let Err(e) = std::fs::rename(temp, target) {
+    for (i, (temp, target)) in temps.iter().zip(&targets).enumerate() {
+        if let Err(e) = std::fs::rename(temp, &target.path) {
             cleanup(&temps[i..]);
             let done: Vec<String> = files[..i].iter().map(|(n, _)| n.to_string()).collect();
-            let name = target.display().to_string();
+            let name = target.path.display().to_string();
             return Err(if done.is_empty() {
                 Error::io(name, e)
             } else {
@@ -458,19 +462,17 @@ pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> 
 
 /// Puts the temporary files' contents on disk before any rename makes them the
 /// files (a crash then leaves each file old or new, never empty): on Linux one
-/// `syncfs` per file system they are on, elsewhere each was synced as written.
-fn sync_written(temps: &[(std::path::PathBuf, std::path::PathBuf)]) -> Result<()> {
+/// `syncfs` per file system they are on (each beside its target, so on the
+/// target's), elsewhere each was synced as written.
+fn sync_written(targets: &[Target], temps: &[std::path::PathBuf]) -> Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::fs::MetadataExt;
         use std::os::unix::io::AsRawFd;
         let mut synced = std::collections::HashSet::new();
-        for (temp, _) in temps {
-            let name = temp.display().to_string();
-            let dev = std::fs::metadata(temp)
-                .map_err(|e| Error::io(&name, e))?
-                .dev();
-            if synced.insert(dev) {
+        for (target, temp) in targets.iter().zip(temps) {
+            if synced.insert(target.meta.dev()) {
+                let name = temp.display().to_string();
                 let f = std::fs::File::open(temp).map_err(|e| Error::io(&name, e))?;
                 // SAFETY: a valid, open file descriptor for the call's duration.
                 if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
@@ -480,33 +482,55 @@ fn sync_written(temps: &[(std::path::PathBuf, std::path::PathBuf)]) -> Result<()
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = temps;
+    let _ = (targets, temps);
     Ok(())
 }
 
-/// Refuses a target a rename would not replace faithfully: not a regular file
-/// (a FIFO, a device), or a file with other hard links.
-fn check_target(name: &str) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(name).map_err(|e| Error::io(name, e))?;
-    let t = meta.file_type();
-    if !t.is_file() {
-        let what = crate::manifest::read::special_file(&t).unwrap_or("not a regular file");
-        return Err(refused(
-            name,
-            format!("{what}: --in-place rewrites regular files only; print the stream instead"),
-        ));
+/// A file to replace: its name as given, its real file (a symlink is followed, so
+/// the link stays a link) and that file's metadata.
+struct Target<'a> {
+    name: &'a str,
+    path: std::path::PathBuf,
+    meta: std::fs::Metadata,
+}
+
+impl<'a> Target<'a> {
+    /// Finds `name`'s real file, refusing one a rename would not replace
+    /// faithfully: not a regular file (a FIFO, a device), or a file with other
+    /// hard links.
+    fn find(name: &'a str) -> Result<Target<'a>> {
+        use std::os::unix::fs::MetadataExt;
+        let io = |e| Error::io(name, e);
+        // Only a link needs resolving (its file is the one replaced); a file is
+        // replaced where it is named, which spares a lookup per path component.
+        let link = std::fs::symlink_metadata(name).map_err(io)?;
+        let (path, meta) = match link.file_type().is_symlink() {
+            true => {
+                let path = std::fs::canonicalize(name).map_err(io)?;
+                let meta = std::fs::metadata(&path).map_err(io)?;
+                (path, meta)
+            }
+            false => (std::path::PathBuf::from(name), link),
+        };
+        let t = meta.file_type();
+        if !t.is_file() {
+            let what = crate::manifest::read::special_file(&t).unwrap_or("not a regular file");
+            return Err(refused(
+                name,
+                format!("{what}: --in-place rewrites regular files only; print the stream instead"),
+            ));
+        }
+        if meta.nlink() > 1 {
+            return Err(refused(
+                name,
+                format!(
+                    "has {} hard links; rewriting it in place would split them (the others would keep the old text): print the stream, or make it a file of its own (cp) first",
+                    meta.nlink()
+                ),
+            ));
+        }
+        Ok(Target { name, path, meta })
     }
-    if meta.nlink() > 1 {
-        return Err(refused(
-            name,
-            format!(
-                "has {} hard links; rewriting it in place would split them (the others would keep the old text): print the stream, or make it a file of its own (cp) first",
-                meta.nlink()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// A file the tool will not rewrite: an input problem (exit 1), naming it.
@@ -514,32 +538,19 @@ fn refused(name: &str, message: String) -> Error {
     Error::io(name, std::io::Error::other(message))
 }
 
-/// Writes `bytes` to a new temporary file beside `name`'s real file (a symlink is
-/// followed, so the link stays a link), with the target's owner, group, mode and
-/// encoding (UTF-16 stays UTF-16), returning (temporary, target).
-fn write_beside(
-    name: &str,
-    bytes: &[u8],
-    pid: u32,
-) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+/// Writes `bytes` to a new temporary file beside `target`'s real file, with its
+/// owner, group, mode and encoding (UTF-16 stays UTF-16), returning the temporary.
+fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let io = |e| Error::io(name, e);
-    // Only a link needs resolving (its file is the one replaced); a file is
-    // replaced where it is named, which spares a lookup per path component.
-    let link = std::fs::symlink_metadata(name).map_err(io)?;
-    let target = match link.file_type().is_symlink() {
-        true => std::fs::canonicalize(name).map_err(io)?,
-        false => std::path::PathBuf::from(name),
-    };
-    let meta = match link.file_type().is_symlink() {
-        true => std::fs::metadata(&target).map_err(io)?,
-        false => link,
-    };
+    let meta = &target.meta;
     let file_name = target
+        .path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = target.with_file_name(format!(".{file_name}.nvcf-worker-{pid}.tmp"));
+    let temp = target
+        .path
+        .with_file_name(format!(".{file_name}.nvcf-worker-{pid}.tmp"));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -547,7 +558,7 @@ fn write_beside(
             .open(&temp)?;
         // A file read as UTF-16 is written back in its own encoding.
         let mut head = [0u8; 2];
-        let read = std::io::Read::read(&mut std::fs::File::open(&target)?, &mut head)?;
+        let read = std::io::Read::read(&mut std::fs::File::open(&target.path)?, &mut head)?;
         match crate::manifest::read::Utf16::of(&head[..read]) {
             Some(enc) => f.write_all(&enc.encode(bytes))?,
             None => f.write_all(bytes)?,
@@ -566,10 +577,10 @@ fn write_beside(
         Ok(())
     })();
     match written {
-        Ok(()) => Ok((temp, target)),
+        Ok(()) => Ok(temp),
         Err(e) => {
             let _ = std::fs::remove_file(&temp);
-            Err(io(e))
+            Err(Error::io(target.name, e))
         }
     }
 }
