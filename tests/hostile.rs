@@ -1235,6 +1235,7 @@ fn fuzz_a_dropped_document_after_other_line_breaks_reads_again_where_it_was() {
         let input = || read::Input {
             name: "t".into(),
             bytes: text.clone().into_bytes(),
+            utf16: None,
         };
         let held = read::load(input()).unwrap();
         let drop_all = |d: &mut Document| evict(d, &[], |_| Need::Later);

@@ -847,6 +847,7 @@ fn load_batch(text: &[u8]) -> Batch {
     let source = load(Input {
         name: "gen.yaml".into(),
         bytes: text.to_vec(),
+        utf16: None,
     })
     .unwrap_or_else(|e| {
         panic!(

@@ -840,6 +840,7 @@ fn batch(name: &str, bytes: &[u8]) -> Batch {
     Batch::new(vec![load(Input {
         name: name.into(),
         bytes: bytes.to_vec(),
+        utf16: None,
     })
     .unwrap()])
 }
@@ -914,6 +915,7 @@ fn uninject_of_inject_gives_back_the_real_corpus_and_the_examples() {
             || load(Input {
                 name: name.clone(),
                 bytes: bytes.clone(),
+                utf16: None,
             })
             .is_err()
         {

@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let input = || read::Input {
         name: "fuzz".into(),
         bytes: data.to_vec(),
+        utf16: None,
     };
     // A document dropped as read (as `inject` drops a selected workload's) reads
     // again from its bytes to the very tree it had: values, text, style, lines and

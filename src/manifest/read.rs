@@ -53,7 +53,10 @@ pub const STDIN: &str = "<stdin>";
 
 pub struct Input {
     pub name: String,
+    /// UTF-8: a UTF-16 file is decoded as it is read.
     pub bytes: Vec<u8>,
+    /// The encoding the file was read in when it was UTF-16, to write it back in.
+    pub utf16: Option<Utf16>,
 }
 
 fn is_manifest(p: &Path) -> bool {
@@ -333,21 +336,24 @@ pub fn read_input(file: Option<PathBuf>) -> Result<Input> {
             std::io::stdin()
                 .read_to_end(&mut bytes)
                 .map_err(|e| ReadError::io(STDIN, e))?;
+            let utf16 = Utf16::of(&bytes);
             let bytes = from_utf16(&bytes)
                 .map_err(|message| ReadError::io(STDIN, std::io::Error::other(message)))?
                 .unwrap_or(bytes);
             Ok(Input {
                 name: STDIN.into(),
                 bytes,
+                utf16,
             })
         }
         Some(path) => {
             let name = path.display().to_string();
             let bytes = std::fs::read(&path).map_err(|e| ReadError::io(&name, e))?;
+            let utf16 = Utf16::of(&bytes);
             let bytes = from_utf16(&bytes)
                 .map_err(|message| ReadError::io(&name, std::io::Error::other(message)))?
                 .unwrap_or(bytes);
-            Ok(Input { name, bytes })
+            Ok(Input { name, bytes, utf16 })
         }
     }
 }
@@ -740,6 +746,7 @@ pub fn decode_like_kubectl(name: &str, bytes: &[u8]) -> Result<Vec<Decoded>> {
     let source = load(Input {
         name: name.into(),
         bytes: bytes.to_vec(),
+        utf16: None,
     })?;
     let batch = super::batch::Batch::new(vec![source]);
     let objects = batch.objects();

@@ -31,6 +31,8 @@ fn is_kustomization(path: &std::path::Path) -> bool {
 pub struct Package {
     pub sources: Vec<Source>,
     pub left_out: Vec<String>,
+    /// Per source, the UTF-16 encoding its file was read in: it is written back in it.
+    pub utf16: Vec<Option<read::Utf16>>,
 }
 
 /// Helm's chart file: a directory that holds one is a chart, to render first.
@@ -151,11 +153,13 @@ pub fn package(
 ) -> Result<Package> {
     let mut sources = Vec::new();
     let mut left_out = Vec::new();
+    let mut utf16 = Vec::new();
     for p in paths {
         let in_dir = is_dir(p);
         let files = expand_path(p, !leave_out_local, &mut left_out)?;
         for file in files {
             let input = read::read_input(file)?;
+            utf16.push(input.utf16);
             let hint = looks_like_template(&input.bytes);
             let mut source = read::load_with(input, evict, workers)
                 .map_err(|e| with_template_hint(e.into(), hint))
@@ -175,7 +179,11 @@ pub fn package(
             sources.push(source);
         }
     }
-    Ok(Package { sources, left_out })
+    Ok(Package {
+        sources,
+        left_out,
+        utf16,
+    })
 }
 
 /// Whether input that failed to decode is probably a Go template (a Helm chart's
@@ -403,6 +411,7 @@ pub fn stream(input: Vec<u8>, workers: Workers) -> Result<Source> {
     let input = Input {
         name: read::STDIN.into(),
         bytes: input,
+        utf16: None,
     };
     Ok(read::load_with(input, None, workers)?)
 }

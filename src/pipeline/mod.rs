@@ -120,7 +120,7 @@ pub fn edit(
     let mut changes_shown = false;
     match format {
         StreamFormat::Yaml => {
-            let changed = sink::write_edited(&batch, &originals, write, stdout)?;
+            let changed = sink::write_edited(&batch, &originals, &package.utf16, write, stdout)?;
             changes_shown = write.diff && changed > 0;
             if write.in_place && !write.quiet {
                 writeln!(

@@ -356,10 +356,12 @@ pub fn originals(batch: &Batch) -> Vec<Option<std::sync::Arc<Vec<u8>>>> {
 
 /// Writes an edited batch where `write` says: the stream on stdout, a unified diff
 /// on stdout, or back into the files. `originals` are the sources' bytes as read
-/// (from `originals`, taken before editing). Returns how many files changed.
+/// (from `originals`, taken before editing), `utf16` the encodings files were read
+/// in (`load::Package`). Returns how many files changed.
 pub fn write_edited(
     batch: &Batch,
     originals: &[Option<std::sync::Arc<Vec<u8>>>],
+    utf16: &[Option<crate::manifest::read::Utf16>],
     write: WriteArgs,
     stdout: &mut dyn Write,
 ) -> Result<usize> {
@@ -368,15 +370,15 @@ pub fn write_edited(
         return Ok(0);
     }
     let mut changed = Vec::new();
-    for (source, original) in batch.sources.iter().zip(originals) {
+    for (i, (source, original)) in batch.sources.iter().zip(originals).enumerate() {
         let Some(original) = original else { continue };
         let bytes = render_source(&source.docs);
         if bytes != **original {
-            changed.push((source.name.as_str(), original.as_slice(), bytes));
+            changed.push((source.name.as_str(), original.as_slice(), bytes, i));
         }
     }
     if write.diff {
-        for (name, old, new) in &changed {
+        for (name, old, new, _) in &changed {
             let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
             let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
             let text = diff
@@ -387,15 +389,25 @@ pub fn write_edited(
             stdout.write_all(text.as_bytes()).map_err(write_err)?;
         }
     } else {
-        let files: Vec<(&str, &[u8])> = changed.iter().map(|(n, _, b)| (*n, &b[..])).collect();
+        // A file read as UTF-16 is written back in its own encoding.
+        let encoded: Vec<Option<Vec<u8>>> = changed
+            .iter()
+            .map(|(_, _, b, i)| utf16.get(*i).copied().flatten().map(|e| e.encode(b)))
+            .collect();
+        let files: Vec<(&str, &[u8])> = changed
+            .iter()
+            .zip(&encoded)
+            .map(|((n, _, b, _), e)| (*n, e.as_deref().unwrap_or(b)))
+            .collect();
         replace_files(&files, batch.workers)?;
     }
     Ok(changed.len())
 }
 
-/// Replaces every file or none: each new content is written to a temporary file
-/// beside its target (same directory, so the rename cannot cross file systems),
-/// with the target's owner, group and mode, and only when all are written are
+/// Replaces every file or none (`files`: names and the bytes that go to disk):
+/// each new content is written to a temporary file beside its target (same
+/// directory, so the rename cannot cross file systems), with the target's owner,
+/// group and mode, and only when all are written are
 /// they renamed over their targets. On a failure before the renames, or SIGINT or
 /// SIGTERM, the temporary files are removed and no file has changed (a signal
 /// then ends the process as it would have). A target that is not a regular file,
@@ -539,7 +551,7 @@ fn refused(name: &str, message: String) -> Error {
 }
 
 /// Writes `bytes` to a new temporary file beside `target`'s real file, with its
-/// owner, group, mode and encoding (UTF-16 stays UTF-16), returning the temporary.
+/// owner, group and mode, returning the temporary.
 fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let meta = &target.meta;
@@ -556,13 +568,7 @@ fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::Pa
             .write(true)
             .create_new(true)
             .open(&temp)?;
-        // A file read as UTF-16 is written back in its own encoding.
-        let mut head = [0u8; 2];
-        let read = std::io::Read::read(&mut std::fs::File::open(&target.path)?, &mut head)?;
-        match crate::manifest::read::Utf16::of(&head[..read]) {
-            Some(enc) => f.write_all(&enc.encode(bytes))?,
-            None => f.write_all(bytes)?,
-        }
+        f.write_all(bytes)?;
         // Owner first: changing it clears the setuid and setgid bits, which the
         // mode then sets again.
         let mine = f.metadata()?;
