@@ -407,11 +407,11 @@ pub fn write_edited(
 /// Replaces every file or none (`files`: names and the bytes that go to disk):
 /// each new content is written to a temporary file beside its target (same
 /// directory, so the rename cannot cross file systems), with the target's owner,
-/// group and mode, and only when all are written are
-/// they renamed over their targets. On a failure before the renames, or SIGINT or
-/// SIGTERM, the temporary files are removed and no file has changed (a signal
-/// then ends the process as it would have). A target that is not a regular file,
-/// or has other hard links (a rename would split them), is refused first.
+/// group and mode, and only when all are written are they renamed over their
+/// targets. On a failure before the renames, or SIGINT or SIGTERM, the temporary
+/// files are removed and no file has changed (a signal then ends the process as it
+/// would have). A target that is not a regular file, or has other hard links (a
+/// rename would split them), is refused first.
 pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> Result<()> {
     // Each target is looked up once: what is refused, where its real file is and
     // its owner, mode and file system all come from that one look.
@@ -449,6 +449,8 @@ pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> 
         cleanup(&temps);
         return Err(e);
     }
+    // Every file was written: the temporaries are the targets', in order.
+    debug_assert_eq!(temps.len(), targets.len());
     if let Err(e) = sync_written(&targets, &temps) {
         cleanup(&temps);
         return Err(e);
