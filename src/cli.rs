@@ -477,7 +477,7 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
                             .into(),
                 });
             }
-            let exit = krm::run_resource_list_to(run, &input, stdout)?;
+            let exit = krm::run_resource_list_to(run, input, stdout)?;
             stdout.flush().map_err(|e| Error::io("<stdout>", e))?;
             if exit != crate::error::Exit::Success {
                 return Err(Error::Answered(exit));

@@ -31,12 +31,22 @@ fn answer(input: &str, memory: Memory) -> Result<(String, Exit), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Whether the ResourceList's items are read as a stream (else as one tree).
+/// Whether the ResourceList's items are read as a stream (else as one tree); the
+/// stream and the rest of the ResourceList then hold all of its bytes.
+#[track_caller]
 fn streams(input: &str) -> bool {
-    let input = input.as_bytes();
-    load::lay_out_resource_list(input)
-        .and_then(|laid| load::resource_list_items(&laid, input, None, Workers::serial()))
-        .is_some()
+    let bytes = input.as_bytes();
+    let Some(mut laid) = load::lay_out_resource_list(bytes) else {
+        return false;
+    };
+    if load::resource_list_items(&mut laid, bytes, None, Workers::serial()).is_none() {
+        return false;
+    }
+    assert!(
+        laid.input() == bytes,
+        "read as a stream, given back:\n{input}"
+    );
+    true
 }
 
 /// Runs both ways and compares; returns the streaming run's answer.
@@ -262,4 +272,99 @@ fn generated_resource_lists_come_out_as_from_one_tree() {
     let input = resource_list(&big, &config(INJECT[1]), false);
     assert!(streams(&input));
     let _ = same(&input, "generated, big");
+}
+
+/// Where the items' layout or meaning decides whether they are read as a stream:
+/// each case answered alike both ways, and read as a stream exactly where its
+/// text can be written back byte for byte (`streams`).
+#[test]
+fn edge_cases_come_out_as_from_one_tree() {
+    let pod = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    nvcf.io/worker: \"true\"\n  annotations:\n    config.kubernetes.io/path: 'p.yaml'\n    config.kubernetes.io/index: '0'\nspec:\n{extra}  containers:\n  - name: c\n    image: x\n"
+        )
+    };
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {a: b}\ndata:\n  a: b # inside\n";
+    let items = |docs: &[&str]| docs.iter().map(|d| item(d)).collect::<String>();
+    let a = pod("a", "");
+    let b = pod("b", "  # a comment in an item\n");
+    let inject = config(INJECT[1]);
+    let rl = |items: &str| resource_list(items, &inject, false);
+    let forged = pod("f", "  serviceAccountName: nvcf-worker-pod-f\n")
+        .replace("nvcf.io/worker: \"true\"", "app: f");
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}",
+        pod("l", "").replace('\n', "\n  ").trim_end()
+    );
+    let typed = "apiVersion: v1\nkind: ServiceAccountList\nitems:\n- metadata:\n    name: s\n";
+    // (name, ResourceList, whether read as a stream)
+    let cases: Vec<(&str, String, bool)> = vec![
+        ("plain", rl(&items(&[&a, cm, &b])), true),
+        ("config first", resource_list(&items(&[&a, cm]), &inject, true), true),
+        ("no config", resource_list(&items(&[&a, cm]), "", false), true),
+        (
+            "comments between items",
+            rl(&items(&[&a, cm]).replace("- apiVersion: v1\n  kind: ConfigMap", "  # before cm\n\n- apiVersion: v1\n  kind: ConfigMap")),
+            true,
+        ),
+        (
+            "a comment left of the items",
+            rl(&items(&[&a, cm]).replace("- apiVersion: v1\n  kind: ConfigMap", "# at the margin\n- apiVersion: v1\n  kind: ConfigMap")),
+            false,
+        ),
+        ("blank lines before the config", rl(&format!("{}\n\n", items(&[&a, cm]))), true),
+        (
+            "blank lines after the last item",
+            format!("{}\n\n", resource_list(&items(&[&a, cm]), "", false).trim_end()),
+            false,
+        ),
+        ("CRLF", rl(&items(&[&a, cm, &b])).replace('\n', "\r\n"), true),
+        ("CRLF items only", rl(&items(&[&a, cm]).replace('\n', "\r\n")), true),
+        ("a flow item", rl(&format!("{}- {{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"j\"}}}}\n", items(&[&a]))), false),
+        (
+            "a JSON ResourceList",
+            format!("{{\"apiVersion\": \"config.kubernetes.io/v1\", \"kind\": \"ResourceList\", \"items\": [{}]}}\n", serde_json::to_string(&support::docs(&a)[0]).unwrap()),
+            false,
+        ),
+        (
+            "anchors across items",
+            rl(&items(&[&a.replace("  labels:\n", "  labels: &l\n"), &cm.replace("labels: {a: b}", "labels: *l")])),
+            false,
+        ),
+        ("an alias in an item", rl(&items(&[&a.replace("name: c\n", "name: &n c\n  - name: d\n    image: *n\n")])), false),
+        ("a List item", rl(&items(&[&list, cm])), true),
+        ("a typed List item", rl(&items(&[typed, &a])), false),
+        ("an item that is no object", rl(&items(&[&a, "kind: ConfigMap\nmetadata:\n  name: x\n"])), false),
+        ("results already there", format!("{}results:\n- message: earlier\n  severity: info\n", rl(&items(&[&a]))), false),
+        // (Its items read as a stream; the function answers from the tree.)
+        ("a bad functionConfig", resource_list(&items(&[&a, cm]), &config(&[("naming", "sideways")]), false), true),
+        ("a forged account", rl(&items(&[cm, &forged, &a])), true),
+        ("a Helm hook", rl(&items(&[&a.replace("  annotations:\n", "  annotations:\n    helm.sh/hook: pre-install\n"), cm])), true),
+        ("no items", rl("").replace("items:\n", "items: []\n"), false),
+        ("items indented", rl(&support::indent(&items(&[&a, cm]), 2)), false),
+        ("a directive", format!("%YAML 1.1\n---\n{}", rl(&items(&[&a]))), false),
+        ("a lone CR", rl(&items(&[&a, &cm.replace("a: b # inside", "a: \"b\rc\"")])), false),
+    ];
+    for (name, input, expected) in &cases {
+        assert_eq!(streams(input), *expected, "{name}: read as a stream");
+        let first = same(input, name);
+        for mode in ["validate", "uninject"] {
+            // What kpt sends the next function: the items, no results.
+            let again = match &first {
+                Ok((out, _)) => format!("{}\n", out.split("\nresults:\n").next().unwrap()),
+                Err(_) => continue,
+            };
+            let again = again.replace(&inject, &config(&[("mode", mode)]));
+            let _ = same(&again, &format!("{name}, then {mode}"));
+        }
+    }
+    // The forged account is refused both ways; the items go back as they came.
+    let (name, input, _) = cases.iter().find(|c| c.0 == "a forged account").unwrap();
+    let (out, exit) = answer(input, Memory::Evict).unwrap();
+    assert_eq!(exit, Exit::Problem, "{name}");
+    assert!(out.contains("NVW101"), "{name}: {out}");
+    assert!(
+        out.starts_with(input.split("functionConfig:").next().unwrap()),
+        "{name}: {out}"
+    );
 }

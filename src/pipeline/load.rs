@@ -424,6 +424,9 @@ pub struct Laid {
     pub dash: usize,
     /// Whether the input breaks lines with CRLF, as `attach_text` judges it.
     pub crlf: bool,
+    /// The items as a stream (`resource_list_items`), once read: with the shell,
+    /// all of the input.
+    pub items: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 /// The input's lines, each with its line break.
@@ -537,6 +540,7 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
         end,
         dash,
         crlf,
+        items: None,
     })
 }
 
@@ -548,7 +552,7 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
 /// item; an item that is no object, has aliases or merge keys, or is a typed list
 /// whose items take its type): then the ResourceList is read as one tree.
 pub fn resource_list_items(
-    laid: &Laid,
+    laid: &mut Laid,
     input: &[u8],
     evict: Option<Evict>,
     workers: Workers,
@@ -603,7 +607,9 @@ pub fn resource_list_items(
     if map != Some(2) {
         return None;
     }
-    attach_text(&mut docs, std::sync::Arc::new(text));
+    let text = std::sync::Arc::new(text);
+    attach_text(&mut docs, text.clone());
+    laid.items = Some(text);
     for d in &mut docs {
         d.crlf = laid.crlf;
         d.indents = Some(splice::Indents { seq: 0, map: 2 });
@@ -616,6 +622,39 @@ pub fn resource_list_items(
 }
 
 impl Laid {
+    /// The bytes before the items.
+    pub fn head(&self) -> &[u8] {
+        &self.shell.text.as_deref().expect("read")[..self.head]
+    }
+
+    /// Writes the items as they were read, byte for byte: each item of the
+    /// stream's text (after its `---`) indented back.
+    pub fn write_items_as_read(&self, out: &mut Vec<u8>) {
+        let text = self.items.as_deref().expect("items read");
+        let marker: &[u8] = if self.crlf { b"---\r\n" } else { b"---\n" };
+        let mut from = 0;
+        let mut at = 0;
+        for line in lines(text) {
+            if line == marker && at > 0 {
+                self.write_item(&text[from..at], out);
+                from = at;
+            }
+            at += line.len();
+        }
+        if at > 0 {
+            self.write_item(&text[from..at], out);
+        }
+    }
+
+    /// The input again, from the shell and the items read (which hold all of it).
+    pub fn input(&self) -> Vec<u8> {
+        let shell = self.shell.text.as_deref().expect("read");
+        let mut out = shell[..self.head].to_vec();
+        self.write_items_as_read(&mut out);
+        out.extend_from_slice(&shell[self.head..]);
+        out
+    }
+
     /// Writes one document of the stream `resource_list_items` read (as
     /// `splice::render_doc` writes it) as the ResourceList item it stands for:
     /// its `---` line dropped, its first line after the `- `, the others indented

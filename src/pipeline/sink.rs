@@ -832,47 +832,46 @@ pub fn items_spliced(items: &mut crate::manifest::batch::Source) -> bool {
 /// the findings in its `results`. The items go out about a MiB at a time, so the
 /// output is never held whole.
 pub fn resource_list_items(
-    laid: crate::pipeline::load::Laid,
-    input: &[u8],
+    laid: &crate::pipeline::load::Laid,
     items: Option<&crate::manifest::batch::Source>,
     findings: &[Finding],
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (head, end, layout) = (laid.head, laid.end, &laid);
-    let mut buf = Vec::new();
+    let head = laid.head();
     let shell = {
         let shell = with_results(laid.shell.clone(), findings);
         render_source(std::slice::from_ref(&shell))
     };
     // `results` are added at the end of the ResourceList, after its items.
-    if !shell.starts_with(&input[..head]) {
+    if !shell.starts_with(head) {
         return Err(Error::io(
             "<stdout>",
             std::io::Error::other("results written before the items: a bug"),
         ));
     }
-    out.write_all(&input[..head]).map_err(write_err)?;
+    out.write_all(head).map_err(write_err)?;
+    let mut buf = Vec::new();
     match items {
-        None => out.write_all(&input[head..end]).map_err(write_err)?,
+        None => laid.write_items_as_read(&mut buf),
         Some(items) => {
             for doc in &items.docs {
                 let mut bytes = splice::render_doc(doc);
-                if doc.text.is_none() && layout.crlf {
+                if doc.text.is_none() && laid.crlf {
                     // Spliced into a ResourceList that breaks lines so, as items.
                     bytes = String::from_utf8_lossy(&bytes)
                         .replace('\n', "\r\n")
                         .into_bytes();
                 }
-                layout.write_item(&bytes, &mut buf);
+                laid.write_item(&bytes, &mut buf);
                 if buf.len() >= SPILL {
                     out.write_all(&buf).map_err(write_err)?;
                     buf.clear();
                 }
             }
-            out.write_all(&buf).map_err(write_err)?;
         }
     }
-    out.write_all(&shell[head..]).map_err(write_err)?;
+    out.write_all(&buf).map_err(write_err)?;
+    out.write_all(&shell[head.len()..]).map_err(write_err)?;
     Ok(())
 }
 
