@@ -344,6 +344,11 @@ fn edge_cases_come_out_as_from_one_tree() {
         ("items indented", rl(&support::indent(&items(&[&a, cm]), 2)), false),
         ("a directive", format!("%YAML 1.1\n---\n{}", rl(&items(&[&a]))), false),
         ("a lone CR", rl(&items(&[&a, &cm.replace("a: b # inside", "a: \"b\rc\"")])), false),
+        (
+            "a lone CR outside the items",
+            rl(&items(&[&a])).replace("kind: ResourceList\n", "kind: ResourceList\nmetadata:\n  annotations:\n    x: \"a\rb\"\n"),
+            false,
+        ),
     ];
     for (name, input, expected) in &cases {
         assert_eq!(streams(input), *expected, "{name}: read as a stream");

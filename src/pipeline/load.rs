@@ -469,7 +469,13 @@ fn continues_item(line: &[u8], dash: usize) -> bool {
 /// there, anchors in what is left): it is then read as one tree
 /// (`resource_list`), which decides what is wrong with it, if anything.
 pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
-    if !input.ends_with(b"\n") || input.starts_with(b"\xEF\xBB\xBF") || read::sniffs_json(input) {
+    // (Other line breaks: a document with them is written anew, here an item or
+    // the shell, there the whole ResourceList.)
+    if !input.ends_with(b"\n")
+        || input.starts_with(b"\xEF\xBB\xBF")
+        || read::sniffs_json(input)
+        || splice::other_line_breaks(input)
+    {
         return None;
     }
     let mut at = 0;
@@ -573,9 +579,6 @@ pub fn resource_list_items(
             &line[indent..]
         };
         text.extend_from_slice(kept);
-    }
-    if splice::other_line_breaks(items) {
-        return None; // such a document is written anew: here the item, there all
     }
     let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
     let refused = std::sync::atomic::AtomicBool::new(false);
