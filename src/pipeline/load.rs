@@ -440,7 +440,9 @@ fn is_blank_line(line: &[u8]) -> bool {
 }
 
 /// How a line of the items starts a ResourceList item at column `dash`: `- ` and a
-/// plain key (not a flow item, a comment, an anchor or a tag).
+/// plain key, not a flow item, an anchor or a tag, nor a comment (kpt writes a
+/// file's head comments there; read as one tree, such a ResourceList is written
+/// anew whole once an item is inserted beside one, its comments dropped).
 fn starts_item(line: &[u8], dash: usize) -> bool {
     line.len() > dash + 2
         && line[..dash].iter().all(|&b| b == b' ')
