@@ -477,13 +477,10 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
                             .into(),
                 });
             }
-            let out = krm::run_resource_list_with(run, &input)?;
-            stdout
-                .write_all(&out.stdout)
-                .map_err(|e| Error::io("<stdout>", e))?;
+            let exit = krm::run_resource_list_to(run, input, stdout)?;
             stdout.flush().map_err(|e| Error::io("<stdout>", e))?;
-            if out.exit != crate::error::Exit::Success {
-                return Err(Error::Answered(out.exit));
+            if exit != crate::error::Exit::Success {
+                return Err(Error::Answered(exit));
             }
             Ok(())
         }

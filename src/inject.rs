@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::guard;
 use crate::identity::{self, Marks, Naming, Owner, TokenSpec};
 use crate::manifest::batch::{
-    self, Addr, Batch, Need, Object, SourceKind, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
+    self, Addr, Batch, Need, Object, INDEX_ANNOTATIONS, PATH_ANNOTATIONS,
 };
 use crate::manifest::{from_json, to_json, Document, Edited, Node, Style, Value};
 use crate::recognize::{self, Check, Record};
@@ -80,14 +80,14 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
             return out;
         }
     };
-    let (plans, cleanup, done) = plan(batch, cfg, &token, &mut out);
+    let (plans, cleanup, done, mut next_index) = plan(batch, cfg, &token, &mut out);
     if out.has_errors() {
         return out;
     }
     for d in done {
         batch.put_back(d.addr, d.doc, d.before);
     }
-    apply(batch, &plans, &token, &cleanup);
+    apply(batch, &plans, &token, &cleanup, &mut next_index);
     out
 }
 
@@ -107,8 +107,16 @@ fn plan(
     cfg: &Config,
     token: &TokenSpec,
     out: &mut Outcome,
-) -> (Vec<WorkloadPlan>, Cleanup, Vec<Done>) {
+) -> (
+    Vec<WorkloadPlan>,
+    Cleanup,
+    Vec<Done>,
+    BTreeMap<String, usize>,
+) {
     let objects = batch.objects();
+    // The kpt indexes new items take, given in plan order to the workloads read
+    // again here and to the others in `apply`.
+    let mut next_index = next_free_indexes(batch);
     let existing = guard::Trios::index(&objects);
     let mut plans = Vec::new();
     let mut self_refs = HashMap::new();
@@ -318,7 +326,9 @@ fn plan(
                 });
             }
             // (With errors nothing is applied: the plan goes on to find them all.)
-            let trio = (reread.is_some() && !out.has_errors()).then(|| new_trio(&p, &obj, None));
+            let krm = batch.sources[p.addr.source].kind.is_krm();
+            let trio = (reread.is_some() && !out.has_errors())
+                .then(|| new_trio(&p, &obj, krm.then_some(&mut next_index)));
             if let Some(doc) = reread {
                 p.applied = true;
                 if let Some(trio) = trio {
@@ -363,7 +373,7 @@ fn plan(
         &cleanup.statuses,
         &mut out.reports,
     );
-    (plans, cleanup, done)
+    (plans, cleanup, done, next_index)
 }
 
 /// Why a workload cannot have the identity `name`: `other` in namespace `ns` has it.
@@ -801,12 +811,17 @@ fn conventional_order(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-fn apply(batch: &mut Batch, plans: &[WorkloadPlan], token: &TokenSpec, cleanup: &Cleanup) {
-    let mut next_index = next_free_indexes(batch);
+fn apply(
+    batch: &mut Batch,
+    plans: &[WorkloadPlan],
+    token: &TokenSpec,
+    cleanup: &Cleanup,
+    next_index: &mut BTreeMap<String, usize>,
+) {
     for p in plans.iter().filter(|p| !p.applied) {
         let obj = batch.object(p.addr);
-        let krm = batch.sources[p.addr.source].kind == SourceKind::ResourceList;
-        let trio_nodes = new_trio(p, &obj, krm.then_some(&mut next_index));
+        let krm = batch.sources[p.addr.source].kind.is_krm();
+        let trio_nodes = new_trio(p, &obj, krm.then_some(&mut *next_index));
         // Editing expands a document's aliases: only a workload that changes is edited.
         if edits_workload(p) {
             edit_workload(batch.object_mut(p.addr), p, token);

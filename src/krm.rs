@@ -9,8 +9,9 @@ use crate::error::{Error, Exit, Result};
 use crate::guard;
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::read::item_problems;
+use crate::manifest::read::Evict;
 use crate::manifest::{parse_stream, Document};
-use crate::pipeline::{load, sink, Processor, Run};
+use crate::pipeline::{load, sink, Memory, Processor, Run};
 use crate::report::{self, Finding, Location};
 
 pub use crate::pipeline::load::API_VERSIONS;
@@ -32,6 +33,85 @@ pub fn run_resource_list(input: &[u8]) -> Result<FnOutput> {
 /// `results`, items unchanged on error. Exits 2 for a mistake in the
 /// functionConfig, 1 for any other error result.
 pub fn run_resource_list_with(run: &Run, input: &[u8]) -> Result<FnOutput> {
+    let mut stdout = Vec::new();
+    let exit = run_resource_list_to(run, input.to_vec(), &mut stdout)?;
+    Ok(FnOutput { stdout, exit })
+}
+
+/// `run_resource_list_with`, the answer written to `out`. With `Memory::Evict` a
+/// ResourceList laid out as kpt writes it has its items read, judged, edited and
+/// written as the documents of a stream, with `inject`'s memory strategy, and
+/// the input is dropped once they are read; any other (and any in error before
+/// its items are processed) is read as one tree, the plain form, which writes
+/// the same bytes.
+pub fn run_resource_list_to(run: &Run, input: Vec<u8>, out: &mut dyn Write) -> Result<Exit> {
+    let mut input = input;
+    if run.memory == Memory::Evict {
+        if let Some(laid) = load::lay_out_resource_list(&input) {
+            match run_items(run, laid, input, out)? {
+                Ok(exit) => return Ok(exit),
+                Err(given_back) => input = given_back,
+            }
+        }
+    }
+    let answer = run_tree(run, &input)?;
+    out.write_all(&answer.stdout)
+        .map_err(|e| Error::io("<stdout>", e))?;
+    Ok(answer.exit)
+}
+
+/// The function on the items of a laid out ResourceList read as a stream, or the
+/// input given back (nothing written) when they must be read as one tree: a
+/// functionConfig in error, an item that is no object or does not read alone, an
+/// edited item that cannot be spliced (the tree writes the whole ResourceList
+/// anew then).
+fn run_items(
+    run: &Run,
+    mut laid: load::Laid,
+    input: Vec<u8>,
+    out: &mut dyn Write,
+) -> Result<std::result::Result<Exit, Vec<u8>>> {
+    let Ok(cfg) = Config::from_node(laid.shell.view().get("functionConfig")) else {
+        return Ok(Err(input));
+    };
+    let processor = Processor::for_config(&cfg);
+    if processor.ready().is_err() {
+        return Ok(Err(input));
+    }
+    let evict = |d: &mut Document| processor.evict(d);
+    let evict: Option<Evict> = processor.evicts().then_some(&evict);
+    let Some(items) = load::resource_list_items(&mut laid, &input, evict, run.workers) else {
+        return Ok(Err(input));
+    };
+    // Its items are in the stream's text, the rest in the shell's.
+    drop(input);
+    let mut batch = Batch::new(vec![items]);
+    batch.workers = run.workers;
+    // Written from the documents' text: edited documents may be written as they go.
+    batch.freeze = evict.is_some();
+    let mut findings = processor.process(&mut batch).krm_results();
+    if !sink::items_spliced(&mut batch.sources[0]) {
+        run.release(batch);
+        return Ok(Err(laid.input()));
+    }
+    let exit = match report::has_errors(&findings) {
+        true => Exit::Problem,
+        false => Exit::Success,
+    };
+    // As in `run_tree`: lines count in what kpt built (here, in the items alone).
+    for f in &mut findings {
+        f.location.line = None;
+    }
+    // On an error the items go back as they came (inject edited nothing,
+    // uninject's edits are dropped).
+    let items = (exit == Exit::Success).then(|| &batch.sources[0]);
+    sink::resource_list_items(&laid, items, &findings, out)?;
+    run.release(batch);
+    Ok(Ok(exit))
+}
+
+/// The function on a ResourceList read as one tree.
+fn run_tree(run: &Run, input: &[u8]) -> Result<FnOutput> {
     let doc = load::resource_list(input)?;
     let root = doc.view();
     let mut findings: Vec<Finding> = item_problems(root, SourceKind::ResourceList)

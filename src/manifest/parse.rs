@@ -140,6 +140,10 @@ pub struct Document {
     /// `%YAML` or `%TAG` directives precede it: its bytes alone would not mean the
     /// same, so it is never read again on its own.
     pub directives: bool,
+    /// How collections added to it are indented, when it was cut out of a larger
+    /// document whose neighbours they must look like (an item of a ResourceList
+    /// read alone); else as the document itself indents them.
+    pub indents: Option<super::splice::Indents>,
 }
 
 impl Document {
@@ -159,6 +163,7 @@ impl Document {
             evicted: false,
             reread: false,
             directives: false,
+            indents: None,
         }
     }
 
@@ -368,6 +373,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     evicted: false,
                     reread: false,
                     directives: doc_start.3,
+                    indents: None,
                 });
                 continue;
             }
@@ -548,13 +554,18 @@ pub fn frame_documents(docs: &mut [Document], len: usize) {
 
 /// Shares the stream's bytes with its documents, so they can be written as read.
 pub fn attach_text(docs: &mut [Document], text: std::sync::Arc<Vec<u8>>) {
-    let crlf = text
-        .get(..text.len().min(64 * 1024 + 1))
-        .is_some_and(|head| head.windows(2).any(|w| w == b"\r\n"));
+    let crlf = breaks_crlf(&text);
     for d in docs {
         d.text = Some(text.clone());
         d.crlf = crlf;
     }
+}
+
+/// Whether a stream breaks lines with CRLF, judged once on its first 64 KiB: lines
+/// spliced in are then written the same way.
+pub fn breaks_crlf(text: &[u8]) -> bool {
+    text.get(..text.len().min(64 * 1024 + 1))
+        .is_some_and(|head| head.windows(2).any(|w| w == b"\r\n"))
 }
 
 /// Moves the nodes of a piece of a stream, parsed on its own, to their lines and
@@ -631,6 +642,7 @@ pub fn reread(doc: &Document) -> Document {
         region: doc.region,
         body: doc.body,
         crlf: doc.crlf,
+        indents: doc.indents,
         ..fresh
     }
 }

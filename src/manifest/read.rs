@@ -506,18 +506,23 @@ pub fn item_problems(list: &Node, kind: SourceKind) -> impl Iterator<Item = (u32
         .filter_map(move |(i, item)| {
             let problem = match kind {
                 SourceKind::Stream => item_problem(item).map(|p| (item.line, p)),
-                SourceKind::ResourceList => match object_problem(item) {
-                    Some(p) => Some((item.line, p)),
-                    None if is_list(item) => {
-                        list_items(item).iter().enumerate().find_map(|(j, sub)| {
-                            item_problem(sub).map(|p| (sub.line, format!("items[{j}]: {p}")))
-                        })
-                    }
-                    None => None,
-                },
+                SourceKind::ResourceList | SourceKind::Items => resource_list_item_problem(item),
             };
             problem.map(|(line, p)| (line, format!("items[{i}]: {p}")))
         })
+}
+
+/// Why an item of a ResourceList is not an object (or a List of objects), with
+/// its line; `item_problems` says which item.
+pub fn resource_list_item_problem(item: &Node) -> Option<(u32, String)> {
+    match object_problem(item) {
+        Some(p) => Some((item.line, p)),
+        None if is_list(item) => list_items(item)
+            .iter()
+            .enumerate()
+            .find_map(|(j, sub)| item_problem(sub).map(|p| (sub.line, format!("items[{j}]: {p}")))),
+        None => None,
+    }
 }
 
 /// Why an item of a list cannot be applied (items are not decoded into typed
@@ -601,7 +606,7 @@ pub fn default_list_items(doc: &mut Document, kind: SourceKind) {
     let needs = |list: &Node| is_list(list) && list_items(list).iter().any(needs_type);
     let view = doc.view();
     let any = match kind {
-        SourceKind::Stream => needs(view),
+        SourceKind::Stream | SourceKind::Items => needs(view),
         SourceKind::ResourceList => list_items(view).iter().any(needs),
     };
     if !any {
@@ -609,7 +614,7 @@ pub fn default_list_items(doc: &mut Document, kind: SourceKind) {
     }
     let mut tree = view.clone();
     match kind {
-        SourceKind::Stream => default_items(&mut tree),
+        SourceKind::Stream | SourceKind::Items => default_items(&mut tree),
         SourceKind::ResourceList => {
             if let Some(items) = tree.get_mut("items").and_then(Node::items_mut) {
                 items.iter_mut().for_each(default_items);

@@ -188,10 +188,12 @@ fn write_source_doc(doc: &Document, out: &mut Vec<u8>, from_body: bool) {
     let from = if from_body { doc.body } else { start };
     match &doc.edited {
         Edited::No => out.extend_from_slice(&text[from..end]),
-        Edited::Spliced(old) => match splice(text, old, &doc.root, from, end, doc.crlf) {
-            Some(edits) => apply_edits(text, from, end, &edits, doc.crlf, out),
-            None => rewrite(doc, text, from, out),
-        },
+        Edited::Spliced(old) => {
+            match splice(text, old, &doc.root, (from, end), doc.crlf, doc.indents) {
+                Some(edits) => apply_edits(text, from, end, &edits, doc.crlf, out),
+                None => rewrite(doc, text, from, out),
+            }
+        }
         Edited::Rewritten => rewrite(doc, text, from, out),
         Edited::Frozen(Frozen::Edits(edits)) => apply_edits(text, from, end, edits, doc.crlf, out),
         Edited::Frozen(Frozen::Bytes(bytes)) => out.extend_from_slice(&bytes[from - start..]),
@@ -226,7 +228,7 @@ fn rewrite(doc: &Document, text: &[u8], from: usize, out: &mut Vec<u8>) {
 /// Whether `text` breaks lines with anything but `\n` or `\r\n`: a lone `\r`, or
 /// NEL, LS or PS, which YAML 1.1 readers (libyaml, kubectl's go-yaml) take as line
 /// breaks too. The splicer finds lines by `\n`; such a document is written anew.
-fn other_line_breaks(text: &[u8]) -> bool {
+pub fn other_line_breaks(text: &[u8]) -> bool {
     (0..text.len()).any(|i| super::parse::other_break_at(text, i))
 }
 
@@ -237,14 +239,14 @@ fn splice(
     text: &[u8],
     old: &Node,
     new: &Node,
-    from: usize,
-    end: usize,
+    (from, end): (usize, usize),
     crlf: bool,
+    indents: Option<Indents>,
 ) -> Option<Vec<Edit>> {
     if !same_node(old, new) || other_line_breaks(&text[from..end]) {
         return None;
     }
-    let mut s = Splicer::new(text, old);
+    let mut s = Splicer::new(text, old, indents);
     s.json = super::read::sniffs_json(text) || written_as_json(old);
     s.node(old, new).ok()?;
     let mut edits = s.edits;
@@ -316,7 +318,7 @@ pub fn frozen(doc: &Document) -> Frozen {
     if let (Some(text), Edited::Spliced(old)) = (&doc.text, &doc.edited) {
         let (from, end) = doc.region;
         // Edits within its body apply as well when it is written from there.
-        match splice(text, old, &doc.root, from, end, doc.crlf) {
+        match splice(text, old, &doc.root, (from, end), doc.crlf, doc.indents) {
             Some(edits) if edits.first().is_none_or(|e| e.0 >= doc.body) => {
                 return Frozen::Edits(edits)
             }
@@ -359,8 +361,26 @@ struct Splicer<'t> {
     json: bool,
 }
 
+/// How far a document indents a block list, and a block mapping, under its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Indents {
+    pub seq: usize,
+    pub map: usize,
+}
+
+/// How far the document `root` (read from `text`) indents a block list and a block
+/// mapping under their keys, as found for splicing (the first of each, breadth
+/// first), where it has one; with `shallow`, among the root's own entries only.
+pub fn indents_of(text: &[u8], root: &Node, shallow: bool) -> (Option<usize>, Option<usize>) {
+    let s = Splicer::new(text, root, Some(Indents { seq: 0, map: 0 }));
+    (
+        s.find_indent(root, true, shallow),
+        s.find_indent(root, false, shallow),
+    )
+}
+
 impl<'t> Splicer<'t> {
-    fn new(text: &'t [u8], root: &Node) -> Splicer<'t> {
+    fn new(text: &'t [u8], root: &Node, given: Option<Indents>) -> Splicer<'t> {
         let mut s = Splicer {
             text,
             edits: Vec::new(),
@@ -368,10 +388,15 @@ impl<'t> Splicer<'t> {
             map_indent: 2,
             json: false,
         };
-        if let Some(i) = s.find_indent(root, true) {
+        if let Some(given) = given {
+            s.seq_indent = given.seq;
+            s.map_indent = given.map;
+            return s;
+        }
+        if let Some(i) = s.find_indent(root, true, false) {
             s.seq_indent = i;
         }
-        if let Some(i) = s.find_indent(root, false) {
+        if let Some(i) = s.find_indent(root, false, false) {
             s.map_indent = i;
         }
         s
@@ -395,9 +420,12 @@ impl<'t> Splicer<'t> {
 
     /// The indentation of the first block list (or mapping) under a key, relative
     /// to the key, breadth first.
-    fn find_indent(&self, root: &Node, seq: bool) -> Option<usize> {
+    fn find_indent(&self, root: &Node, seq: bool, shallow: bool) -> Option<usize> {
         let mut queue = std::collections::VecDeque::from([root]);
         while let Some(n) = queue.pop_front() {
+            if shallow && !std::ptr::eq(n, root) {
+                return None;
+            }
             match &n.value {
                 Value::Map {
                     entries,

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::manifest::batch::{is_list, Source, SourceKind};
 use crate::manifest::read::{self, default_list_items, Evict, Input};
-use crate::manifest::{attach_text, parse_stream, Document, Node};
+use crate::manifest::{attach_text, parse_stream, splice, Document, Node};
 use crate::work::Workers;
 
 /// kpt's mark for objects that configure tools and are never applied.
@@ -414,4 +414,279 @@ pub fn stream(input: Vec<u8>, workers: Workers) -> Result<Source> {
         utf16: None,
     };
     Ok(read::load_with(input, None, workers)?)
+}
+
+/// A ResourceList as kpt writes it, laid out to have its items read as a stream
+/// (`resource_list_items`): block YAML, `items:` at the left margin, each item a
+/// `- ` at one column with its lines two columns further right. Its items are then
+/// dropped and read again as `inject` drops a stream's documents, instead of the
+/// whole ResourceList being held as one tree.
+pub struct Laid {
+    /// The ResourceList without its items (`items:` left with no value): where
+    /// `functionConfig` is read from and `results` are written into.
+    pub shell: Document,
+    /// Where the items start in the input (after the `items:` line) and in the shell.
+    pub head: usize,
+    /// Where the items end in the input.
+    pub end: usize,
+    /// The column of the items' `- `.
+    pub dash: usize,
+    /// Whether the input breaks lines with CRLF, as `attach_text` judges it.
+    pub crlf: bool,
+    /// The items as a stream (`resource_list_items`), once read: with the shell,
+    /// all of the input.
+    pub items: Option<std::sync::Arc<Vec<u8>>>,
+}
+
+/// The input's lines, each with its line break.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split_inclusive(|&b| b == b'\n')
+}
+
+/// A line with nothing on it but its line break.
+fn is_blank_line(line: &[u8]) -> bool {
+    matches!(line, b"\n" | b"\r\n")
+}
+
+/// How a line of the items starts a ResourceList item at column `dash`: `- ` and a
+/// plain key, not a flow item, an anchor or a tag, nor a comment (kpt writes a
+/// file's head comments there; read as one tree, such a ResourceList is written
+/// anew whole once an item is inserted beside one, its comments dropped).
+fn starts_item(line: &[u8], dash: usize) -> bool {
+    line.len() > dash + 2
+        && line[..dash].iter().all(|&b| b == b' ')
+        && &line[dash..dash + 2] == b"- "
+        && line[dash + 2].is_ascii_alphanumeric()
+}
+
+/// An item's line other than its first, two columns right of its `- `, with
+/// something left once they are taken off (a line of only those spaces would come
+/// back blank).
+fn continues_item(line: &[u8], dash: usize) -> bool {
+    let indent = dash + 2;
+    line.len() > indent
+        && line[..indent].iter().all(|&b| b == b' ')
+        && !is_blank_line(&line[indent..])
+        && !line[indent..].starts_with(b"---")
+        && !line[indent..].starts_with(b"...")
+        && !line[indent..].starts_with(b"%")
+        && !line[indent..].starts_with(b"\t")
+}
+
+/// Lays a ResourceList out to read its items as a stream, or `None` when its text
+/// is not what that can write back byte for byte (flow or JSON, directives,
+/// several documents, comments or lines left of the items' content, an item that
+/// starts with a comment, anchor, tag or flow collection, a `results` already
+/// there, anchors in what is left): it is then read as one tree
+/// (`resource_list`), which decides what is wrong with it, if anything.
+pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
+    // (Other line breaks: a document with them is written anew, here an item or
+    // the shell, there the whole ResourceList.)
+    if !input.ends_with(b"\n")
+        || input.starts_with(b"\xEF\xBB\xBF")
+        || read::sniffs_json(input)
+        || splice::other_line_breaks(input)
+    {
+        return None;
+    }
+    let mut at = 0;
+    let mut head = None;
+    for line in lines(input) {
+        if [&b"---"[..], b"...", b"%"]
+            .iter()
+            .any(|m| line.starts_with(m))
+        {
+            return None;
+        }
+        if head.is_none() && line.starts_with(b"items:") && line[6..].trim_ascii().is_empty() {
+            head = Some(at + line.len());
+        }
+        at += line.len();
+    }
+    let head = head?;
+    let first = lines(&input[head..]).next()?;
+    let dash = first.iter().take_while(|&&b| b == b' ').count();
+    if !starts_item(first, dash) {
+        return None;
+    }
+    let mut end = head;
+    let mut last_blank = false;
+    for line in lines(&input[head..]) {
+        let blank = is_blank_line(line);
+        if !(blank || starts_item(line, dash) || continues_item(line, dash)) {
+            break;
+        }
+        last_blank = blank;
+        end += line.len();
+    }
+    // What follows the items starts the ResourceList's next key; after the last
+    // key, the items end on a line of theirs (`results` go after it).
+    match input[end..].first() {
+        None if last_blank => return None,
+        None => {}
+        Some(b) if b.is_ascii_whitespace() || matches!(b, b'#' | b'-') => return None,
+        Some(_) => {}
+    }
+    let mut text = input[..head].to_vec();
+    text.extend_from_slice(&input[end..]);
+    let mut docs = parse_stream(&text).ok()?;
+    attach_text(&mut docs, std::sync::Arc::new(text));
+    docs.retain(|d| !d.is_empty());
+    let [mut shell] = <[Document; 1]>::try_from(docs).ok()?;
+    let crlf = crate::manifest::parse::breaks_crlf(input);
+    shell.crlf = crlf;
+    let root = shell.view();
+    let plain = root.is_map()
+        && !root.is_flow()
+        && shell.resolved.is_none()
+        && !shell.directives
+        && root.get("items").is_some_and(Node::is_null)
+        && root.get("results").is_none()
+        && root.str_at(&["kind"]) == Some("ResourceList")
+        && API_VERSIONS.contains(&root.str_at(&["apiVersion"]).unwrap_or(""));
+    // Collections spliced into an item are indented as the whole ResourceList
+    // indents them (`splice::Indents`): lists as its items (at the margin),
+    // mappings as its first own block mapping does, here or in its first item
+    // that has one (`resource_list_items`). Only kpt's two columns are taken: the
+    // items' new neighbours are written as new documents are.
+    let (seq, map) = splice::indents_of(shell.text.as_deref()?, &shell.root, true);
+    let plain = plain && dash == 0 && seq.is_none() && map.is_none_or(|m| m == 2);
+    plain.then_some(Laid {
+        shell,
+        head,
+        end,
+        dash,
+        crlf,
+        items: None,
+    })
+}
+
+/// The items of a ResourceList laid out by `lay_out_resource_list`, as the
+/// documents of one stream (each item's lines with its indentation taken off,
+/// each after a `---`), read on the workers and handed to `evict` as they are
+/// read, as `read::load_with` reads a stream. `None` when that would not mean what
+/// the ResourceList says (an item that does not read alone: an alias to another
+/// item; an item that is no object, has aliases or merge keys, or is a typed list
+/// whose items take its type): then the ResourceList is read as one tree.
+pub fn resource_list_items(
+    laid: &mut Laid,
+    input: &[u8],
+    evict: Option<Evict>,
+    workers: Workers,
+) -> Option<Source> {
+    let items = &input[laid.head..laid.end];
+    let indent = laid.dash + 2; // the `- ` of the first line, or as many spaces
+    let marker: &[u8] = if laid.crlf { b"---\r\n" } else { b"---\n" };
+    let mut text = Vec::with_capacity(items.len());
+    let mut count = 0;
+    for line in lines(items) {
+        if starts_item(line, laid.dash) {
+            text.extend_from_slice(marker);
+            count += 1;
+        }
+        let kept = if is_blank_line(line) {
+            line
+        } else {
+            &line[indent..]
+        };
+        text.extend_from_slice(kept);
+    }
+    let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
+    let refused = std::sync::atomic::AtomicBool::new(false);
+    let each = |d: &mut Document| {
+        if shell_map.is_none() {
+            // Kept on the document until the first item that has one is known.
+            d.indents = splice::indents_of(&text, &d.root, true)
+                .1
+                .map(|map| splice::Indents { seq: 0, map });
+        }
+        default_list_items(d, SourceKind::Items);
+        let root = d.view();
+        let alone = root.is_map()
+            && !root.is_flow()
+            && d.resolved.is_none()
+            && !d.directives
+            && read::resource_list_item_problem(root).is_none();
+        if !alone {
+            refused.store(true, std::sync::atomic::Ordering::Relaxed);
+        } else if let Some(evict) = evict {
+            evict(d);
+        }
+    };
+    let mut docs = crate::manifest::parallel::parse_stream_each(&text, &each, workers).ok()?;
+    if refused.into_inner() || docs.len() != count {
+        return None;
+    }
+    let map = shell_map.or_else(|| docs.iter().find_map(|d| d.indents.map(|i| i.map)));
+    if map != Some(2) {
+        return None;
+    }
+    let text = std::sync::Arc::new(text);
+    attach_text(&mut docs, text.clone());
+    laid.items = Some(text);
+    for d in &mut docs {
+        d.crlf = laid.crlf;
+        d.indents = Some(splice::Indents { seq: 0, map: 2 });
+    }
+    Some(Source {
+        name: read::STDIN.into(),
+        kind: SourceKind::Items,
+        docs,
+    })
+}
+
+impl Laid {
+    /// The bytes before the items.
+    pub fn head(&self) -> &[u8] {
+        &self.shell.text.as_deref().expect("read")[..self.head]
+    }
+
+    /// Writes the items as they were read, byte for byte: each item of the
+    /// stream's text (after its `---`) indented back.
+    pub fn write_items_as_read(&self, out: &mut Vec<u8>) {
+        let text = self.items.as_deref().expect("items read");
+        let marker: &[u8] = if self.crlf { b"---\r\n" } else { b"---\n" };
+        let mut from = 0;
+        let mut at = 0;
+        for line in lines(text) {
+            if line == marker && at > 0 {
+                self.write_item(&text[from..at], out);
+                from = at;
+            }
+            at += line.len();
+        }
+        if at > 0 {
+            self.write_item(&text[from..at], out);
+        }
+    }
+
+    /// The input again, from the shell and the items read (which hold all of it).
+    pub fn input(&self) -> Vec<u8> {
+        let shell = self.shell.text.as_deref().expect("read");
+        let mut out = shell[..self.head].to_vec();
+        self.write_items_as_read(&mut out);
+        out.extend_from_slice(&shell[self.head..]);
+        out
+    }
+
+    /// Writes one document of the stream `resource_list_items` read (as
+    /// `splice::render_doc` writes it) as the ResourceList item it stands for:
+    /// its `---` line dropped, its first line after the `- `, the others indented
+    /// two columns right of it, blank lines blank. The inverse of how the items
+    /// were read, so an item written as read is its bytes in the input.
+    pub fn write_item(&self, doc: &[u8], out: &mut Vec<u8>) {
+        let body = [&b"---\r\n"[..], b"---\n"]
+            .iter()
+            .find_map(|m| doc.strip_prefix(*m))
+            .unwrap_or(doc);
+        for (i, line) in lines(body).enumerate() {
+            if i == 0 {
+                out.resize(out.len() + self.dash, b' ');
+                out.extend_from_slice(b"- ");
+            } else if !is_blank_line(line) {
+                out.resize(out.len() + self.dash + 2, b' ');
+            }
+            out.extend_from_slice(line);
+        }
+    }
 }

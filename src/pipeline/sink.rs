@@ -784,7 +784,14 @@ pub fn findings(
 
 /// The ResourceList `doc` with `findings` added to its `results`, as kpt wrote it
 /// with the edits spliced in: items change only where they are edited.
-pub fn resource_list(mut doc: Document, findings: &[Finding]) -> (Vec<u8>, Document) {
+pub fn resource_list(doc: Document, findings: &[Finding]) -> (Vec<u8>, Document) {
+    let doc = with_results(doc, findings);
+    let bytes = render_source(std::slice::from_ref(&doc));
+    (bytes, doc)
+}
+
+/// The ResourceList with the findings added to its `results`.
+fn with_results(mut doc: Document, findings: &[Finding]) -> Document {
     if !findings.is_empty() {
         let json_style = doc.view().is_flow();
         let results: Vec<Node> = findings
@@ -814,8 +821,77 @@ pub fn resource_list(mut doc: Document, findings: &[Finding]) -> (Vec<u8>, Docum
             items.extend(results);
         }
     }
-    let bytes = render_source(std::slice::from_ref(&doc));
-    (bytes, doc)
+    doc
+}
+
+/// Whether every item read as a document (`load::resource_list_items`) and edited
+/// is written by splicing its edits into its text, not anew; each is written
+/// ahead (`Edited::Frozen`) to find out, its tree as read dropped.
+pub fn items_spliced(items: &mut crate::manifest::batch::Source) -> bool {
+    use crate::manifest::parse::{Edited, Frozen};
+    for d in items.docs.iter_mut().filter(|d| d.text.is_some()) {
+        if matches!(d.edited, Edited::Spliced(_)) {
+            d.edited = Edited::Frozen(splice::frozen(d));
+        }
+        // (Its region starts at its `---`: bytes only when spliced it was not.)
+        if matches!(
+            d.edited,
+            Edited::Rewritten | Edited::Frozen(Frozen::Bytes(_))
+        ) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Writes a ResourceList whose items were read as a stream
+/// (`load::resource_list_items`) to `out` as `resource_list` writes it whole: the
+/// bytes before its items, each item written as the document it was read as
+/// (`items`; `None` writes them as they came), the rest of the ResourceList with
+/// the findings in its `results`. The items go out about a MiB at a time, so the
+/// output is never held whole.
+pub fn resource_list_items(
+    laid: &crate::pipeline::load::Laid,
+    items: Option<&crate::manifest::batch::Source>,
+    findings: &[Finding],
+    out: &mut dyn Write,
+) -> Result<()> {
+    let head = laid.head();
+    let shell = {
+        let shell = with_results(laid.shell.clone(), findings);
+        render_source(std::slice::from_ref(&shell))
+    };
+    // `results` are added at the end of the ResourceList, after its items.
+    if !shell.starts_with(head) {
+        return Err(Error::io(
+            "<stdout>",
+            std::io::Error::other("results written before the items: a bug"),
+        ));
+    }
+    out.write_all(head).map_err(write_err)?;
+    let mut buf = Vec::new();
+    match items {
+        None => laid.write_items_as_read(&mut buf),
+        Some(items) => {
+            for doc in &items.docs {
+                let mut bytes = splice::render_doc(doc);
+                if doc.text.is_none() && laid.crlf {
+                    // Spliced into a ResourceList that breaks lines so, as items.
+                    bytes = String::from_utf8_lossy(&bytes)
+                        .replace('\n', "\r\n")
+                        .into_bytes();
+                }
+                laid.write_item(&bytes, &mut buf);
+                if buf.len() >= SPILL {
+                    out.write_all(&buf).map_err(write_err)?;
+                    buf.clear();
+                }
+            }
+        }
+    }
+    out.write_all(&buf).map_err(write_err)?;
+    out.write_all(&shell[head.len()..]).map_err(write_err)?;
+    Ok(())
 }
 
 #[cfg(test)]

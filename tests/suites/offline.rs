@@ -25,6 +25,8 @@ mod hostile;
 mod in_place_safety;
 #[path = "../inject_rules.rs"]
 mod inject_rules;
+#[path = "../krm_streaming.rs"]
+mod krm_streaming;
 #[path = "../policy.rs"]
 mod policy;
 #[path = "../properties.rs"]

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""The KRM function alone, streaming (the binary) beside the tree path
+(examples/krm_tree, `Memory::Hold`) in the same run: wall time against the round
+trips of the ResourceList, peak RSS against its size, and whether both answer
+the same bytes. Builds nothing: `cargo build --release --bin kubectl-nvcf-worker
+--example yaml_baseline --example krm_tree` first. Usage: bench/krm.py [N ...]"""
+import os, subprocess, sys, tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench
+REL = bench.REL
+TOOL = os.path.join(REL, "kubectl-nvcf-worker")
+TREE = os.path.join(REL, "examples", "krm_tree")
+BASE = os.path.join(REL, "examples", "yaml_baseline")
+tmp = tempfile.mkdtemp(prefix="krm-bench-")
+def rss(tool, rl):
+    return int(subprocess.check_output([sys.executable, "-c",
+        "import resource,subprocess,sys;"
+        "subprocess.run([sys.argv[1]],stdin=open(sys.argv[2],'rb'),stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,check=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)", tool, rl]))
+def t(tool, rl):
+    ts = []
+    for _ in range(3):
+        with open(rl, "rb") as f:
+            ts.append(bench.run([tool], stdin=f)[0])
+    return min(ts)
+for n in [int(a) for a in sys.argv[1:]] or [2000, 10000]:
+    corpus = os.path.join(tmp, f"c{n}.yaml")
+    with open(corpus, "w") as f:
+        subprocess.run([sys.executable, bench.GEN, str(n), "--yaml"], stdout=f, check=True)
+    rl = os.path.join(tmp, f"rl{n}.yaml")
+    bench.resource_list(corpus, rl)
+    size = os.path.getsize(rl)
+    naive = bench.best([BASE, "serde-yaml", rl])
+    events = bench.best([BASE, "events", rl])
+    outs = {}
+    for label, tool in [("streaming", TOOL), ("tree", TREE)]:
+        out = subprocess.run([tool], stdin=open(rl, "rb"), capture_output=True).stdout
+        outs[label] = out
+        tt = t(tool, rl)
+        r = rss(tool, rl)
+        print(f"N={n} RL {size/1e6:.1f} MB {label:10} time {tt:.3f}s / serde {tt/naive:.2f} / events {tt/events:.2f}  peak RSS {r/1e6:.1f} MB = {r/size:.2f}x")
+    print(f"N={n} outputs identical: {outs['streaming'] == outs['tree']} ({len(outs['streaming'])} bytes)")

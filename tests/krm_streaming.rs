@@ -1,0 +1,384 @@
+//! The KRM function reads the items of a ResourceList laid out as kpt writes it
+//! as the documents of a stream (`load::lay_out_resource_list`,
+//! `load::resource_list_items`), dropping and reading again their trees as
+//! `inject` does, and writes them back re-indented (`sink::resource_list_items`).
+//! None of it may change anything: over the real files wrapped as kpt wraps them,
+//! generated streams and hand-made edge cases, under inject (several configs, and
+//! again on its output), uninject and validate, stdout and exit are those of the
+//! same run reading the ResourceList as one tree (`Memory::Hold`).
+
+use crate::support;
+
+use kubectl_nvcf_worker::error::Exit;
+use kubectl_nvcf_worker::krm;
+use kubectl_nvcf_worker::manifest::{attach_text, parse_stream, splice, Node, Style};
+use kubectl_nvcf_worker::pipeline::{self, load, Memory};
+use kubectl_nvcf_worker::work::Workers;
+use support::corpus_files;
+
+fn on(memory: Memory) -> pipeline::Run {
+    pipeline::Run {
+        workers: Workers::new(2),
+        memory,
+        exits_after: false,
+    }
+}
+
+/// The function's answer: stdout and exit, or the error.
+fn answer(input: &str, memory: Memory) -> Result<(String, Exit), String> {
+    krm::run_resource_list_with(&on(memory), input.as_bytes())
+        .map(|o| (String::from_utf8(o.stdout).expect("UTF-8 output"), o.exit))
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the ResourceList's items are read as a stream (else as one tree); the
+/// stream and the rest of the ResourceList then hold all of its bytes.
+#[track_caller]
+fn streams(input: &str) -> bool {
+    let bytes = input.as_bytes();
+    let Some(mut laid) = load::lay_out_resource_list(bytes) else {
+        return false;
+    };
+    if load::resource_list_items(&mut laid, bytes, None, Workers::serial()).is_none() {
+        return false;
+    }
+    assert!(
+        laid.input() == bytes,
+        "read as a stream, given back:\n{input}"
+    );
+    true
+}
+
+/// Runs both ways and compares; returns the streaming run's answer.
+#[track_caller]
+fn same(input: &str, what: &str) -> Result<(String, Exit), String> {
+    let held = answer(input, Memory::Hold);
+    let streamed = answer(input, Memory::Evict);
+    match (&streamed, &held) {
+        (Ok((s, se)), Ok((h, he))) => {
+            assert_eq!(se, he, "{what}: exit");
+            let at = s
+                .bytes()
+                .zip(h.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(s.len().min(h.len()));
+            if s != h {
+                std::fs::write("/tmp/krm-streamed.yaml", s).unwrap();
+                std::fs::write("/tmp/krm-held.yaml", h).unwrap();
+                std::fs::write("/tmp/krm-input.yaml", input).unwrap();
+            }
+            let line = s[..at].matches('\n').count();
+            let around = |t: &str| {
+                let lines: Vec<&str> = t.lines().collect();
+                lines[line.saturating_sub(8)..(line + 8).min(lines.len())].join("\n")
+            };
+            assert!(
+                s == h,
+                "{what}: output differs at byte {at}, line {}:\n{}\n--- held ---\n{}",
+                line + 1,
+                around(s),
+                around(h)
+            );
+        }
+        _ => assert_eq!(streamed, held, "{what}: verdict"),
+    }
+    streamed
+}
+
+/// Indents a document as an item of `items:` at column 0, as kpt writes them.
+fn item(doc: &str) -> String {
+    let mut out = String::new();
+    for (i, line) in doc.split_inclusive('\n').enumerate() {
+        if i == 0 {
+            out.push_str("- ");
+        } else if line != "\n" && line != "\r\n" {
+            out.push_str("  ");
+        }
+        out.push_str(line);
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// A ConfigMap functionConfig with `data`, indented under `functionConfig:`.
+fn config(data: &[(&str, &str)]) -> String {
+    let mut s = String::from(
+        "functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fn\n  data:\n",
+    );
+    for (k, v) in data {
+        s.push_str(&format!("    {k}: {}\n", serde_json::to_string(v).unwrap()));
+    }
+    s
+}
+
+/// A ResourceList of `items` (already indented) with `config` after them, as kpt
+/// orders them, or before them (as `bench/bench.py` does).
+fn resource_list(items: &str, config: &str, config_first: bool) -> String {
+    let head = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\n";
+    match config_first {
+        true => format!("{head}{config}items:\n{items}"),
+        false => format!("{head}items:\n{items}{config}"),
+    }
+}
+
+/// The documents of a file as kpt hands them to a function: each with kpt's path
+/// and index annotations (added with the crate's own splicing, so comments and
+/// layout stay as written), indented as items. `None` for documents kpt would not
+/// read as objects.
+fn kpt_items(file: &str, text: &str) -> Option<String> {
+    let mut docs = parse_stream(text.as_bytes()).ok()?;
+    attach_text(&mut docs, std::sync::Arc::new(text.as_bytes().to_vec()));
+    let mut out = String::new();
+    for (index, doc) in docs.iter_mut().filter(|d| !d.is_empty()).enumerate() {
+        if !doc.root.is_map() || doc.root.get("kind").is_none() {
+            return None;
+        }
+        let root = doc.edit_as_written();
+        let meta = root.get_or_insert("metadata", || Node::map(Vec::new()));
+        if !meta.is_map() {
+            return None;
+        }
+        let annotations = meta.get_or_insert("annotations", || Node::map(Vec::new()));
+        if !annotations.is_map() {
+            return None;
+        }
+        for (key, value) in [
+            ("config.kubernetes.io/index", index.to_string()),
+            ("config.kubernetes.io/path", file.to_string()),
+            ("internal.config.kubernetes.io/index", index.to_string()),
+            ("internal.config.kubernetes.io/path", file.to_string()),
+        ] {
+            annotations.set(key, Node::scalar(value, Style::SingleQuoted));
+        }
+        let bytes = splice::render_doc(doc);
+        let text = String::from_utf8(bytes).ok()?;
+        // The document's own lines, its head comments first (kpt writes them
+        // after the item's `- `), without markers.
+        let body: String = text
+            .split_inclusive('\n')
+            .skip_while(|l| l.starts_with("---") || l.trim().is_empty())
+            .filter(|l| !l.starts_with("...") && !l.starts_with("---"))
+            .collect();
+        out.push_str(&item(body.trim_end_matches(['\n', ' '])));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The items of a ResourceList the function answered, as kpt sends them to the
+/// next function: without `results`, which the function wrote at the end.
+fn items_of(answer: &str, config_first: bool) -> Option<String> {
+    let text = answer.split("\nresults:\n").next().unwrap();
+    let text = format!("{}\n", text.trim_end_matches('\n'));
+    // (A ResourceList written anew may have its items elsewhere: not sent again.)
+    let from = text.find("\nitems:\n")? + "\nitems:\n".len();
+    let rest = &text[from..];
+    let to = match config_first {
+        true => rest.len(),
+        false => rest.find("\nfunctionConfig:").map_or(rest.len(), |i| i + 1),
+    };
+    Some(rest[..to].to_string())
+}
+
+const INJECT: [&[(&str, &str)]; 3] = [
+    &[("clusterID", "c1")],
+    &[("clusterID", "c1"), ("selector", "")],
+    &[
+        ("clusterID", "c1"),
+        ("selector", ""),
+        ("naming", "per-namespace"),
+    ],
+];
+
+/// Each config on `items`, then on what came out: validate, re-injection with a
+/// new cluster ID, and uninject. Returns how many runs read the items as a stream
+/// and how many changed them.
+fn check(items: &str, what: &str, config_first: bool) -> (usize, usize) {
+    let (mut streamed, mut changed) = (0, 0);
+    let mut run = |items: &str, data: &[(&str, &str)], label: &str| {
+        let input = resource_list(items, &config(data), config_first);
+        streamed += usize::from(streams(&input));
+        same(&input, &format!("{what} ({label})"))
+    };
+    let _ = run(items, &[("mode", "validate")], "validate");
+    for (i, data) in INJECT.iter().enumerate() {
+        let Ok((out, Exit::Success)) = run(items, data, &format!("inject {i}")) else {
+            continue;
+        };
+        let Some(again) = items_of(&out, config_first) else {
+            continue;
+        };
+        if again == items {
+            continue;
+        }
+        changed += 1;
+        let _ = run(
+            &again,
+            &[("mode", "validate")],
+            &format!("inject {i}, validate"),
+        );
+        let _ = run(
+            &again,
+            &[("clusterID", "c2"), ("selector", "")],
+            &format!("inject {i}, again"),
+        );
+        let _ = run(
+            &again,
+            &[("mode", "uninject")],
+            &format!("inject {i}, uninject"),
+        );
+    }
+    (streamed, changed)
+}
+
+#[test]
+fn real_files_wrapped_by_kpt_come_out_as_from_one_tree() {
+    let (mut streamed, mut changed, mut files) = (0, 0, 0);
+    for f in corpus_files() {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(items) = kpt_items(&name, &text) else {
+            continue;
+        };
+        files += 1;
+        let (s, c) = check(&items, &name, files % 2 == 0);
+        streamed += s;
+        changed += c;
+    }
+    assert!(files > 200, "most files wrap: {files}");
+    assert!(
+        changed > 100,
+        "most files have a workload to inject: {changed}"
+    );
+    assert!(
+        streamed > 1000,
+        "most runs read their items as a stream: {streamed}"
+    );
+}
+
+#[test]
+fn generated_resource_lists_come_out_as_from_one_tree() {
+    let text = support::generated_corpus(60, &[]);
+    let items: String = support::split_docs(&text)
+        .iter()
+        .map(|d| item(d.trim_end()))
+        .collect();
+    let (streamed, changed) = check(&items, "generated", true);
+    assert_eq!((streamed, changed), (13, 3));
+    // Several chunks of the parallel parser: items dropped on both threads.
+    let big: String = (0..40)
+        .map(|i| items.replace("name: ", &format!("name: x{i}")))
+        .collect();
+    assert!(big.len() > 1 << 20, "{}", big.len());
+    let input = resource_list(&big, &config(INJECT[1]), false);
+    assert!(streams(&input));
+    let _ = same(&input, "generated, big");
+}
+
+/// Where the items' layout or meaning decides whether they are read as a stream:
+/// each case answered alike both ways, and read as a stream exactly where its
+/// text can be written back byte for byte (`streams`).
+#[test]
+fn edge_cases_come_out_as_from_one_tree() {
+    let pod = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    nvcf.io/worker: \"true\"\n  annotations:\n    config.kubernetes.io/path: 'p.yaml'\n    config.kubernetes.io/index: '0'\nspec:\n{extra}  containers:\n  - name: c\n    image: x\n"
+        )
+    };
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {a: b}\ndata:\n  a: b # inside\n";
+    let items = |docs: &[&str]| docs.iter().map(|d| item(d)).collect::<String>();
+    let a = pod("a", "");
+    let b = pod("b", "  # a comment in an item\n");
+    let inject = config(INJECT[1]);
+    let rl = |items: &str| resource_list(items, &inject, false);
+    let forged = pod("f", "  serviceAccountName: nvcf-worker-pod-f\n")
+        .replace("nvcf.io/worker: \"true\"", "app: f");
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}",
+        pod("l", "").replace('\n', "\n  ").trim_end()
+    );
+    let typed = "apiVersion: v1\nkind: ServiceAccountList\nitems:\n- metadata:\n    name: s\n";
+    // (name, ResourceList, whether read as a stream)
+    let cases: Vec<(&str, String, bool)> = vec![
+        ("plain", rl(&items(&[&a, cm, &b])), true),
+        (
+            "head comments after the dash, as kpt writes them",
+            rl(&items(&[&format!("# head of a\n# more\n{a}"), cm, &format!("# head of b\n{b}")])),
+            false,
+        ),
+        ("config first", resource_list(&items(&[&a, cm]), &inject, true), true),
+        ("no config", resource_list(&items(&[&a, cm]), "", false), true),
+        (
+            "comments between items",
+            rl(&items(&[&a, cm]).replace("- apiVersion: v1\n  kind: ConfigMap", "  # before cm\n\n- apiVersion: v1\n  kind: ConfigMap")),
+            true,
+        ),
+        (
+            "a comment left of the items",
+            rl(&items(&[&a, cm]).replace("- apiVersion: v1\n  kind: ConfigMap", "# at the margin\n- apiVersion: v1\n  kind: ConfigMap")),
+            false,
+        ),
+        ("blank lines before the config", rl(&format!("{}\n\n", items(&[&a, cm]))), true),
+        (
+            "blank lines after the last item",
+            format!("{}\n\n", resource_list(&items(&[&a, cm]), "", false).trim_end()),
+            false,
+        ),
+        ("CRLF", rl(&items(&[&a, cm, &b])).replace('\n', "\r\n"), true),
+        ("CRLF items only", rl(&items(&[&a, cm]).replace('\n', "\r\n")), true),
+        ("a flow item", rl(&format!("{}- {{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"j\"}}}}\n", items(&[&a]))), false),
+        (
+            "a JSON ResourceList",
+            format!("{{\"apiVersion\": \"config.kubernetes.io/v1\", \"kind\": \"ResourceList\", \"items\": [{}]}}\n", serde_json::to_string(&support::docs(&a)[0]).unwrap()),
+            false,
+        ),
+        (
+            "anchors across items",
+            rl(&items(&[&a.replace("  labels:\n", "  labels: &l\n"), &cm.replace("labels: {a: b}", "labels: *l")])),
+            false,
+        ),
+        ("an alias in an item", rl(&items(&[&a.replace("name: c\n", "name: &n c\n  - name: d\n    image: *n\n")])), false),
+        ("a List item", rl(&items(&[&list, cm])), true),
+        ("a typed List item", rl(&items(&[typed, &a])), false),
+        ("an item that is no object", rl(&items(&[&a, "kind: ConfigMap\nmetadata:\n  name: x\n"])), false),
+        ("results already there", format!("{}results:\n- message: earlier\n  severity: info\n", rl(&items(&[&a]))), false),
+        // (Its items read as a stream; the function answers from the tree.)
+        ("a bad functionConfig", resource_list(&items(&[&a, cm]), &config(&[("naming", "sideways")]), false), true),
+        ("a forged account", rl(&items(&[cm, &forged, &a])), true),
+        ("a Helm hook", rl(&items(&[&a.replace("  annotations:\n", "  annotations:\n    helm.sh/hook: pre-install\n"), cm])), true),
+        ("no items", rl("").replace("items:\n", "items: []\n"), false),
+        ("items indented", rl(&support::indent(&items(&[&a, cm]), 2)), false),
+        ("a directive", format!("%YAML 1.1\n---\n{}", rl(&items(&[&a]))), false),
+        ("a lone CR", rl(&items(&[&a, &cm.replace("a: b # inside", "a: \"b\rc\"")])), false),
+        (
+            "a lone CR outside the items",
+            rl(&items(&[&a])).replace("kind: ResourceList\n", "kind: ResourceList\nmetadata:\n  annotations:\n    x: \"a\rb\"\n"),
+            false,
+        ),
+    ];
+    for (name, input, expected) in &cases {
+        assert_eq!(streams(input), *expected, "{name}: read as a stream");
+        let first = same(input, name);
+        for mode in ["validate", "uninject"] {
+            // What kpt sends the next function: the items, no results.
+            let again = match &first {
+                Ok((out, _)) => format!("{}\n", out.split("\nresults:\n").next().unwrap()),
+                Err(_) => continue,
+            };
+            let again = again.replace(&inject, &config(&[("mode", mode)]));
+            let _ = same(&again, &format!("{name}, then {mode}"));
+        }
+    }
+    // The forged account is refused both ways; the items go back as they came.
+    let (name, input, _) = cases.iter().find(|c| c.0 == "a forged account").unwrap();
+    let (out, exit) = answer(input, Memory::Evict).unwrap();
+    assert_eq!(exit, Exit::Problem, "{name}");
+    assert!(out.contains("NVW101"), "{name}: {out}");
+    assert!(
+        out.starts_with(input.split("functionConfig:").next().unwrap()),
+        "{name}: {out}"
+    );
+}
