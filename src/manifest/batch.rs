@@ -333,30 +333,34 @@ fn write_now(doc: &mut Document) -> bool {
 /// their lines.
 /// Held for every object of a stream, so each list is allocated at its exact size.
 fn skeleton(n: &Node, annotations: &[&str]) -> Node {
-    // And kpt's: where the item of a ResourceList came from (`Object::location`).
-    let kept: Vec<&str> = (annotations.iter().copied())
-        .chain(PATH_ANNOTATIONS)
-        .chain(INDEX_ANNOTATIONS)
-        .collect();
-    let copy = |from: &Node, keys: &[&str], more: Option<(&Node, Node)>| {
-        let found = keys.iter().filter_map(|k| from.entry(k));
+    /// `from`'s entries under `keys`, then `more`, in a list of their exact size.
+    fn copy<'k>(
+        from: &Node,
+        keys: impl Iterator<Item = &'k str> + Clone,
+        more: Option<(&Node, Node)>,
+    ) -> Vec<(Node, Node)> {
+        let found = keys.filter_map(|k| from.entry(k));
         let mut kept = Vec::with_capacity(found.clone().count() + usize::from(more.is_some()));
         kept.extend(found.cloned());
         kept.extend(more.map(|(k, v)| (k.clone(), v)));
         kept
-    };
+    }
+    // And kpt's: where the item of a ResourceList came from (`Object::location`).
+    let kept = (annotations.iter().copied())
+        .chain(PATH_ANNOTATIONS)
+        .chain(INDEX_ANNOTATIONS);
     let metadata = n.entry("metadata").map(|(key, meta)| {
         let annotations = meta
             .entry("annotations")
-            .map(|(akey, a)| (akey, copy(a, &kept, None)))
+            .map(|(akey, a)| (akey, copy(a, kept.clone(), None)))
             .filter(|(_, kept)| !kept.is_empty())
             .map(|(akey, kept)| (akey, Node::map(kept)));
         (
             key,
-            Node::map(copy(meta, &["name", "namespace"], annotations)),
+            Node::map(copy(meta, ["name", "namespace"].into_iter(), annotations)),
         )
     });
-    let entries = copy(n, &["apiVersion", "kind"], metadata);
+    let entries = copy(n, ["apiVersion", "kind"].into_iter(), metadata);
     Node {
         line: n.line,
         span: n.span,

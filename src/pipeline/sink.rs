@@ -374,7 +374,8 @@ pub fn write_edited(
         let Some(original) = original else { continue };
         let bytes = render_source(&source.docs);
         if bytes != **original {
-            changed.push((source.name.as_str(), original.as_slice(), bytes, i));
+            let encoding = utf16.get(i).copied().flatten();
+            changed.push((source.name.as_str(), original.as_slice(), bytes, encoding));
         }
     }
     if write.diff {
@@ -390,15 +391,12 @@ pub fn write_edited(
         }
     } else {
         // A file read as UTF-16 is written back in its own encoding.
-        let encoded: Vec<Option<Vec<u8>>> = changed
-            .iter()
-            .map(|(_, _, b, i)| utf16.get(*i).copied().flatten().map(|e| e.encode(b)))
-            .collect();
-        let files: Vec<(&str, &[u8])> = changed
-            .iter()
-            .zip(&encoded)
-            .map(|((n, _, b, _), e)| (*n, e.as_deref().unwrap_or(b)))
-            .collect();
+        for (_, _, bytes, encoding) in &mut changed {
+            if let Some(enc) = encoding {
+                *bytes = enc.encode(bytes);
+            }
+        }
+        let files: Vec<(&str, &[u8])> = changed.iter().map(|(n, _, b, _)| (*n, &b[..])).collect();
         replace_files(&files, batch.workers)?;
     }
     Ok(changed.len())
