@@ -20,6 +20,7 @@ use crate::uninject::{self, Recognition};
 use crate::workload;
 
 /// One selected workload and what it needs.
+#[derive(Debug)]
 struct WorkloadPlan {
     addr: Addr,
     spec_path: &'static [&'static str],
@@ -44,6 +45,33 @@ struct WorkloadPlan {
     changes: Vec<String>,
     /// Applied already, as soon as it was planned (its document read again).
     applied: bool,
+}
+
+impl WorkloadPlan {
+    /// The plan of a workload before its pod spec is read.
+    fn new(
+        obj: &Object,
+        spec_path: &'static [&'static str],
+        owner: Owner,
+        own: Option<String>,
+    ) -> WorkloadPlan {
+        WorkloadPlan {
+            addr: obj.addr,
+            spec_path,
+            name: owner.marks.identity_name(),
+            owner,
+            containers: Vec::new(),
+            spec_changes: false,
+            missing: Vec::new(),
+            json_style: obj.in_flow_document(),
+            own,
+            volume_update: false,
+            strip: Vec::new(),
+            record: None,
+            changes: Vec::new(),
+            applied: false,
+        }
+    }
 }
 
 /// What the plan does besides the selected workloads: identities taken out of
@@ -82,6 +110,7 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
     };
     let (plans, cleanup, done, mut next_index) = plan(batch, cfg, &token, &mut out);
     if out.has_errors() {
+        batch.undo_decided();
         return out;
     }
     for d in done {
@@ -92,11 +121,50 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
 }
 
 /// A workload whose document was read again (`Document::reread`), applied and
-/// frozen as soon as planned, to be put back into the batch with its new trio.
+/// frozen as soon as planned, to be put back into the batch with its new trio (or
+/// only its trio: one edited as it was read, `Early`).
 struct Done {
     addr: Addr,
-    doc: Result<Edited, Box<Document>>,
+    doc: Option<Result<Edited, Box<Document>>>,
     before: Vec<Document>,
+}
+
+/// What a selected workload's first read decided (`Need::Now`): all of its plan
+/// that depends on the workload alone, which is all that edits it when it carries
+/// no identity yet. The rest (its trio, collisions, kpt indexes) is the batch's, and
+/// decided when its turn comes in `plan`, from what is kept (`Edited`).
+#[derive(Debug)]
+struct Early {
+    plan: WorkloadPlan,
+    findings: Vec<Finding>,
+    token: TokenSpec,
+}
+
+/// What `plan` reads of a workload edited as it was read (`Early`); its identity's
+/// name and owner come from its skeleton again (`owner_of`).
+#[derive(Debug)]
+struct EditedEarly {
+    spec_changes: bool,
+    json_style: bool,
+    findings: Vec<Finding>,
+}
+
+impl batch::Decided for Early {
+    fn edit(&self, root: &mut Node) -> bool {
+        // With an error nothing is applied: left as read.
+        let edits = edits_workload(&self.plan) && !crate::report::has_errors(&self.findings);
+        if edits {
+            edit_workload(root, &self.plan, &self.token);
+        }
+        edits
+    }
+    fn keep(self: Box<Self>) -> batch::Kept {
+        std::sync::Arc::new(EditedEarly {
+            spec_changes: self.plan.spec_changes,
+            json_style: self.plan.json_style,
+            findings: self.findings,
+        })
+    }
 }
 
 /// Who claims an identity name: (namespace, marks, who for messages).
@@ -119,6 +187,8 @@ fn plan(
     let mut next_index = next_free_indexes(batch);
     let existing = guard::Trios::index(&objects);
     let mut plans = Vec::new();
+    // Every selected workload that got a plan.
+    let mut selected = HashSet::new();
     let mut self_refs = HashMap::new();
     // Identity name -> (namespace, marks, who) of every claim: selected workloads
     // and the trios the input already declares.
@@ -154,6 +224,8 @@ fn plan(
             let Some(spec_path) = workload::pod_spec_path(outer.api_version(), outer.kind()) else {
                 continue;
             };
+            // Decided as it was read: selected, and no earlier output of inject.
+            let early = outer.decided::<EditedEarly>();
             let reread = outer.is_reread().then(|| {
                 rereads
                     .next()
@@ -162,13 +234,16 @@ fn plan(
             let obj = match &reread {
                 Some(doc) => outer.in_document(doc),
                 // Not selected, and no account the guard would question.
-                None if outer.is_evicted() => continue,
+                None if outer.is_evicted() && early.is_none() => continue,
                 None => *outer,
             };
             // What outlives this object's turn borrows from the batch.
             let ns = outer.namespace();
-            let recognition = uninject::recognise(&obj, &existing);
-            if !is_selected(&obj, spec_path, cfg) {
+            let recognition = match early {
+                Some(_) => Recognition::NotInjected,
+                None => uninject::recognise(&obj, &existing),
+            };
+            if early.is_none() && !is_selected(&obj, spec_path, cfg) {
                 if let Recognition::Own { account, .. } = recognition {
                     // Named by the guard as what inject produced earlier.
                     self_refs.insert(obj.addr, account.clone());
@@ -213,15 +288,7 @@ fn plan(
                 );
                 continue;
             }
-            let owner = match cfg.naming {
-                Naming::PerWorkload => {
-                    Owner::workload(obj.api_version(), obj.kind(), obj.name(), obj.namespace())
-                }
-                Naming::PerNamespace => Owner {
-                    marks: Marks::Namespace,
-                    namespace: obj.namespace().map(Into::into),
-                },
-            };
+            let owner = owner_of(&obj, cfg);
             let name = owner.marks.identity_name();
             let claims = names.entry(name.clone()).or_default();
             if let Some((theirs, _, other)) = claims.iter().find(|(ns, m, _)| {
@@ -241,36 +308,30 @@ fn plan(
             if let Some(old) = own.as_ref().filter(|old| **old != name) {
                 left.insert((ns, old.clone()));
             }
-            let Some(spec) = obj.node.path(spec_path).filter(|s| s.is_map()) else {
-                out.findings.push(
-                    Finding::error(format!(
-                        "selected workload has no pod spec at {}",
-                        workload::dotted(spec_path)
-                    ))
-                    .resource(Some(rref))
-                    .field(workload::dotted(spec_path))
-                    .at(loc),
-                );
-                continue;
+            let (mut p, mut findings) = match early {
+                Some(early) => {
+                    let mut p = WorkloadPlan::new(&obj, spec_path, owner, None);
+                    p.spec_changes = early.spec_changes;
+                    p.json_style = early.json_style;
+                    (p, early.findings.clone())
+                }
+                None => match plan_workload(&obj, spec_path, owner, own, cfg, token) {
+                    Some(planned) => planned,
+                    None => {
+                        out.findings.push(
+                            Finding::error(format!(
+                                "selected workload has no pod spec at {}",
+                                workload::dotted(spec_path)
+                            ))
+                            .resource(Some(rref))
+                            .field(workload::dotted(spec_path))
+                            .at(loc),
+                        );
+                        continue;
+                    }
+                },
             };
-            let mut p = WorkloadPlan {
-                addr: obj.addr,
-                spec_path,
-                name: name.clone(),
-                owner,
-                containers: Vec::new(),
-                spec_changes: false,
-                missing: Vec::new(),
-                json_style: obj.in_flow_document(),
-                own,
-                volume_update: false,
-                strip: Vec::new(),
-                record: None,
-                changes: Vec::new(),
-                applied: false,
-            };
-            let mut findings = Vec::new();
-            check_pod_spec(&obj, spec, cfg, token, &mut p, &mut findings);
+            p.addr = obj.addr;
             let first_claim = planned_trios.insert((ns, name.clone()));
             for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
                 match existing.get(kind, obj.namespace(), &name) {
@@ -327,15 +388,29 @@ fn plan(
             }
             // (With errors nothing is applied: the plan goes on to find them all.)
             let krm = batch.sources[p.addr.source].kind.is_krm();
-            let trio = (reread.is_some() && !out.has_errors())
+            let trio = ((reread.is_some() || early.is_some()) && !out.has_errors())
                 .then(|| new_trio(&p, &obj, krm.then_some(&mut next_index)));
             if let Some(doc) = reread {
                 p.applied = true;
                 if let Some(trio) = trio {
                     done.push(apply_reread(doc, &p, token, trio));
                 }
+            } else if early.is_some() {
+                p.applied = true;
+                if let Some(trio) = trio {
+                    done.push(Done {
+                        addr: p.addr,
+                        doc: None,
+                        before: frozen_trio(trio),
+                    });
+                }
             }
-            plans.push(p);
+            selected.insert(p.addr);
+            // Only what `apply` has left to do is kept: a large stream's workloads
+            // are mostly applied already, as they were read or read again.
+            if !p.applied {
+                plans.push(p);
+            }
         }
         done
     });
@@ -365,7 +440,6 @@ fn plan(
         }
     }
 
-    let selected: HashMap<Addr, String> = plans.iter().map(|p| (p.addr, p.name.clone())).collect();
     report_others(
         &objects,
         &selected,
@@ -388,7 +462,7 @@ fn collision(rref: &ResourceRef, name: &str, other: &str, ns: Option<&str>) -> S
 /// Reports for the objects that are not selected workloads, in input order.
 fn report_others(
     objects: &[Object],
-    selected: &HashMap<Addr, String>,
+    selected: &HashSet<Addr>,
     trio: &HashSet<Addr>,
     statuses: &HashMap<Addr, Status>,
     reports: &mut Vec<ObjectReport>,
@@ -397,7 +471,7 @@ fn report_others(
     let mut selected_reports = std::mem::take(reports).into_iter().peekable();
     reports.reserve_exact(objects.len() + selected_reports.len());
     for obj in objects {
-        let status = if selected.contains_key(&obj.addr) {
+        let status = if selected.contains(&obj.addr) {
             reports.extend(selected_reports.next());
             while let Some(r) = selected_reports.next_if(|r| r.status == Status::Generated) {
                 reports.push(r);
@@ -437,9 +511,63 @@ pub fn need(obj: &Object, cfg: &Config) -> Need {
         return Need::Tree;
     }
     match workload::pod_spec_path(obj.api_version(), obj.kind()) {
-        Some(path) if is_selected(obj, path, cfg) => Need::Later,
+        Some(path) if is_selected(obj, path, cfg) => match early(obj, path, cfg) {
+            Some(early) => Need::Now(Box::new(early)),
+            None => Need::Later,
+        },
         _ => Need::Skeleton,
     }
+}
+
+/// A selected workload's plan as far as it depends on the workload alone, decided
+/// as it is read: for one that carries no identity yet (recognising earlier output
+/// needs the batch's trios) and has a name and a pod spec (else an error `plan`
+/// reports).
+fn early(obj: &Object, spec_path: &'static [&'static str], cfg: &Config) -> Option<Early> {
+    let token = cfg.token_spec().ok().filter(|_| cfg.is_psat())?;
+    let fresh = matches!(
+        uninject::recognise(obj, &guard::Trios::index(&[])),
+        Recognition::NotInjected
+    );
+    if !fresh || obj.name().is_empty() {
+        return None;
+    }
+    let (plan, findings) = plan_workload(obj, spec_path, owner_of(obj, cfg), None, cfg, &token)?;
+    Some(Early {
+        plan,
+        findings,
+        token,
+    })
+}
+
+/// The identity a selected workload gets under the config's naming.
+fn owner_of(obj: &Object, cfg: &Config) -> Owner {
+    match cfg.naming {
+        Naming::PerWorkload => {
+            Owner::workload(obj.api_version(), obj.kind(), obj.name(), obj.namespace())
+        }
+        Naming::PerNamespace => Owner {
+            marks: Marks::Namespace,
+            namespace: obj.namespace().map(Into::into),
+        },
+    }
+}
+
+/// What a selected workload's pod spec needs, with what is wrong with it; `None`
+/// when it has no pod spec.
+fn plan_workload(
+    obj: &Object,
+    spec_path: &'static [&'static str],
+    owner: Owner,
+    own: Option<String>,
+    cfg: &Config,
+    token: &TokenSpec,
+) -> Option<(WorkloadPlan, Vec<Finding>)> {
+    let spec = obj.node.path(spec_path).filter(|s| s.is_map())?;
+    let mut p = WorkloadPlan::new(obj, spec_path, owner, own);
+    let mut findings = Vec::new();
+    check_pod_spec(obj, spec, cfg, token, &mut p, &mut findings);
+    Some((p, findings))
 }
 
 fn is_selected(obj: &Object, spec_path: &[&str], cfg: &Config) -> bool {
@@ -847,14 +975,18 @@ fn apply_reread(mut doc: Document, p: &WorkloadPlan, token: &TokenSpec, trio: Ve
     if edits_workload(p) {
         edit_workload(doc.edit(), p, token);
     }
-    let doc = batch::written(doc);
-    let mut before: Vec<Document> = trio.into_iter().map(Document::new).collect();
-    before.iter_mut().for_each(batch::freeze);
     Done {
         addr: p.addr,
-        doc,
-        before,
+        doc: Some(batch::written(doc)),
+        before: frozen_trio(trio),
     }
+}
+
+/// New trio members as documents written now (`batch::freeze`).
+fn frozen_trio(trio: Vec<Node>) -> Vec<Document> {
+    let mut before: Vec<Document> = trio.into_iter().map(Document::new).collect();
+    before.iter_mut().for_each(batch::freeze);
+    before
 }
 
 fn edits_workload(p: &WorkloadPlan) -> bool {

@@ -382,3 +382,48 @@ fn edge_cases_come_out_as_from_one_tree() {
         "{name}: {out}"
     );
 }
+
+/// A selected item is edited as it is read (`Need::Now`) when the ResourceList's
+/// indentation is known before its items are (its functionConfig has a mapping
+/// inside): else it is read again when its turn comes. Either way the answer is
+/// the tree path's.
+#[test]
+fn items_are_edited_as_they_are_read_when_the_indentation_is_known_first() {
+    use kubectl_nvcf_worker::config::Config;
+    use kubectl_nvcf_worker::pipeline::Processor;
+    let cfg = Config {
+        cluster_id: Some("c1".into()),
+        selector: kubectl_nvcf_worker::selector::Selector::parse("").unwrap(),
+        ..Config::default()
+    };
+    let processor = Processor::Inject(&cfg);
+    let evict = |d: &mut kubectl_nvcf_worker::manifest::Document| processor.evict(d);
+    let pod = item("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: x\n");
+    let decided = |input: &str| {
+        let mut laid = load::lay_out_resource_list(input.as_bytes()).expect("laid out");
+        let items =
+            load::resource_list_items(&mut laid, input.as_bytes(), Some(&evict), Workers::new(2))
+                .expect("streams");
+        let d = &items.docs[0];
+        (d.decided.is_some(), d.reread)
+    };
+    let nested = resource_list(
+        &pod,
+        &config(&[("clusterID", "c1"), ("selector", "")]),
+        true,
+    );
+    assert_eq!(decided(&nested), (true, false));
+    let flat = resource_list(
+        &pod,
+        "functionConfig: {apiVersion: v1, kind: ConfigMap, data: {clusterID: c1, selector: ''}}\n",
+        false,
+    );
+    assert_eq!(decided(&flat), (false, true));
+    for (input, what) in [(nested, "nested"), (flat, "flat")] {
+        let (out, exit) = same(&input, what).unwrap();
+        assert!(
+            out.contains("nvcf-worker-token") && exit == Exit::Success,
+            "{out}"
+        );
+    }
+}

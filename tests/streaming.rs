@@ -226,6 +226,24 @@ fn edge_cases_come_out_the_same_as_when_every_tree_is_held() {
             "forged.yaml",
             format!("{cm}---\n{}", pod("f", "  serviceAccountName: nvcf-worker-pod-f\n").replace("nvcf.io/worker: \"true\"", "app: f")),
         ),
+        // Decided as read, though the batch has its say: errors undo every edit
+        // made while reading (an error in one workload, a trio of another's marks
+        // in another file's place); a Helm 4 post-render file name and kpt's
+        // annotations go to the new trio; a workload already injected is read
+        // again (recognising it needs the trios).
+        (
+            "error.yaml",
+            format!("{}---
+{}", pod("a", ""), pod("b", "  volumes:\n  - name: nvcf-worker-token\n    emptyDir: {}\n")),
+        ),
+        (
+            "foreign-trio.yaml",
+            format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: nvcf-worker-pod-a\n---\n{}", pod("a", "")),
+        ),
+        (
+            "postrender.yaml",
+            format!("{cm}---\n{}", pod("a", "").replace("  labels:", "  annotations:\n    postrenderer.helm.sh/postrender-filename: a.yaml\n    config.kubernetes.io/path: a.yaml\n    config.kubernetes.io/index: '0'\n  labels:")),
+        ),
         (
             "hook.yaml",
             format!("{cm}---\n{}", pod("h", "").replace("  labels:", "  annotations:\n    helm.sh/hook: pre-install\n  labels:")),
@@ -254,4 +272,93 @@ fn edge_cases_come_out_the_same_as_when_every_tree_is_held() {
     // The forged account is refused both ways.
     let forged = run(&dir.path().join("forged.yaml"), &configs()[0].1, false);
     assert!(forged.stderr.contains("NVW101"), "{}", forged.stderr);
+    let error = run(&dir.path().join("error.yaml"), &configs()[0].1, false);
+    assert!(
+        error.ok.is_err() && error.stdout.is_empty(),
+        "{}",
+        error.stderr
+    );
+}
+
+/// How each document of a stream is read for `inject`: a selected workload that
+/// carries no identity yet is edited as it is read (`Need::Now`) and never read
+/// again, on the threads that parse a large stream too; one already injected, or
+/// with anchors, is held or read again when its turn comes; the rest keep a
+/// skeleton.
+#[test]
+fn selected_workloads_are_edited_as_they_are_read() {
+    use kubectl_nvcf_worker::manifest::read::{load_with, Input};
+    let load = |text: &str, cfg: &Config| {
+        let processor = Processor::Inject(cfg);
+        let evict = |d: &mut kubectl_nvcf_worker::manifest::Document| processor.evict(d);
+        let input = Input {
+            name: "s.yaml".into(),
+            bytes: text.as_bytes().to_vec(),
+            utf16: None,
+        };
+        load_with(input, Some(&evict), Workers::new(2))
+            .unwrap()
+            .docs
+    };
+    // (edited as read, read again, held whole, skeleton) of the workloads; every other
+    // object keeps its skeleton or, as a trio's kinds do, its tree.
+    let kinds = |docs: &[kubectl_nvcf_worker::manifest::Document]| {
+        let (mut now, mut again, mut held, mut skeleton) = (0, 0, 0, 0);
+        for d in docs {
+            let (api, kind) = (d.view().str_at(&["apiVersion"]), d.view().str_at(&["kind"]));
+            let workload =
+                kubectl_nvcf_worker::workload::pod_spec_path(api.unwrap_or(""), kind.unwrap_or(""))
+                    .is_some();
+            if !workload {
+                assert!(!d.reread && d.decided.is_none(), "{kind:?}");
+                continue;
+            }
+            match (d.decided.is_some(), d.reread, d.evicted) {
+                (true, false, true) => now += 1,
+                (false, true, true) => again += 1,
+                (false, false, false) => held += 1,
+                (false, false, true) => skeleton += 1,
+                other => panic!("{kind:?}: {other:?}"),
+            }
+        }
+        (now, again, held, skeleton)
+    };
+    let everything = &configs()[1].1;
+    let text = support::generated_corpus(120, &[]);
+    let (now, again, held, skeleton) = kinds(&load(&text, everything));
+    assert!(
+        now > 30 && (again, held, skeleton) == (0, 0, 0),
+        "{now} {again} {held} {skeleton}"
+    );
+    // In chunks on two threads.
+    let big: String = (0..6)
+        .map(|i| text.replace("name: ", &format!("name: x{i}")))
+        .collect();
+    assert_eq!(kinds(&load(&big, everything)), (6 * now, 0, 0, 0));
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: x\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n";
+    let anchored = pod.replace("  name: p\n", "  name: &n q\n  labels: {a: *n}\n");
+    let mut injected = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-nvcf-worker"))
+        .args(["inject", "-l", "", "--cluster-id", "c1", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    injected
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pod.as_bytes())
+        .unwrap();
+    let injected = String::from_utf8(injected.wait_with_output().unwrap().stdout).unwrap();
+    assert!(injected.contains("nvcf-worker-token"), "{injected}");
+    let stream = format!("{pod}---\n{cm}");
+    assert_eq!(kinds(&load(&stream, everything)), (1, 0, 0, 0));
+    // Read whole or again (as the guard wants), never edited as read.
+    assert_eq!(kinds(&load(&anchored, everything)).0, 0);
+    assert_eq!(kinds(&load(&injected, everything)).0, 0);
+    // Not selected: a skeleton.
+    let none = cfg("none-such=x", Naming::PerWorkload, "c1", false);
+    assert_eq!(kinds(&load(pod, &none)), (0, 0, 0, 1));
 }

@@ -162,6 +162,11 @@ impl<'a> Object<'a> {
     pub fn is_reread(&self) -> bool {
         self.doc.reread
     }
+    /// What the run decided of it as it read it (`Need::Now`), when it was edited
+    /// then: the decision, of the run's own type.
+    pub fn decided<T: std::any::Any>(&self) -> Option<&'a T> {
+        self.doc.decided.as_ref()?.downcast_ref()
+    }
     /// The object in `doc`, its own document read again (`parse::reread`).
     pub fn in_document<'b>(&self, doc: &'b Document) -> Object<'b>
     where
@@ -224,23 +229,42 @@ fn doc_objects<'a>(
 }
 
 /// What a run needs of an object it has just read (`evict`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Need {
     /// Its tree, from now to the end.
     Tree,
     /// Its tree when its turn comes: a document of its own may be read again then.
     Later,
+    /// Its tree now only, to edit as decided: what the run will do to it depends on
+    /// the object alone, so it is edited and written as it is read and never read
+    /// again. Where that cannot be (an item of a List, a document with directives,
+    /// aliases or merge keys, or one not given its text yet), `Later`.
+    Now(Box<dyn Decided>),
     /// Its skeleton: it passes through as read.
     Skeleton,
 }
+
+/// What a run decided of an object as soon as it read it (`Need::Now`).
+pub trait Decided: Send + Sync + std::fmt::Debug {
+    /// Edits the object's tree as decided; whether it changed anything.
+    fn edit(&self, root: &mut Node) -> bool;
+    /// What the run reads of the decision when the object's turn comes
+    /// (`Object::decided`), kept on its document (`Document::decided`) to the end:
+    /// for a large stream, as little as it can be.
+    fn keep(self: Box<Self>) -> Kept;
+}
+
+/// What a run keeps of a decision (`Decided::keep`), of the run's own type.
+pub type Kept = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
 /// Drops the tree of a stream document (just read, not yet in a batch) when `need`
 /// wants none of its objects' trees now, leaving each object's skeleton: what is
 /// still read of an object a run passes through untouched (type, name, namespace
 /// and the `annotations` named). The document is then written from its text, or
-/// read again when wanted `Later` (`Document::reread`), and its tree is never held
-/// with the rest of the stream: a large stream needs memory for the objects a run
-/// is working on, not for all of them.
+/// read again when wanted `Later` (`Document::reread`), or edited first and written
+/// ahead when wanted `Now`; its tree is never held with the rest of the stream: a
+/// large stream needs memory for the objects a run is working on, not for all of
+/// them.
 pub fn evict(doc: &mut Document, annotations: &[&str], need: impl Fn(&Object) -> Need) {
     let scratch = Source {
         name: String::new(),
@@ -250,17 +274,51 @@ pub fn evict(doc: &mut Document, annotations: &[&str], need: impl Fn(&Object) ->
     let mut objects = Vec::new();
     doc_objects(0, &scratch, 0, doc, &mut objects);
     let mut later = false;
+    let mut now = None;
     for o in &objects {
         match need(o) {
             Need::Tree => return,
             // An item of a List is edited inside its document: kept whole.
-            Need::Later if o.addr.item.is_some() || doc.directives => return,
+            Need::Later | Need::Now(_) if o.addr.item.is_some() || doc.directives => return,
             Need::Later => later = true,
+            Need::Now(decided) => now = Some(decided),
             Need::Skeleton => {}
         }
     }
+    drop(objects);
+    if let Some(decided) = now {
+        if edit_now(doc, &*decided) {
+            doc.decided = Some(decided.keep());
+            keep_skeleton(doc, annotations);
+            return;
+        }
+        later = true;
+    }
     keep_skeleton(doc, annotations);
     doc.reread = later;
+}
+
+/// Edits a document just read as `decided` and writes it (`write_now`), or leaves it
+/// as read when it has aliases or merge keys, has no text yet, or cannot be
+/// written ahead; whether it was edited and written.
+fn edit_now(doc: &mut Document, decided: &dyn Decided) -> bool {
+    if doc.text.is_none() || doc.resolved.is_some() {
+        return false;
+    }
+    if !decided.edit(doc.edit_as_written()) {
+        // Nothing changed: written from its text.
+        if let Edited::Spliced(old) = std::mem::take(&mut doc.edited) {
+            doc.root = *old;
+        }
+        return true;
+    }
+    if write_now(doc) {
+        return true;
+    }
+    if let Edited::Spliced(old) = std::mem::take(&mut doc.edited) {
+        doc.root = *old;
+    }
+    false
 }
 
 /// Replaces a document's tree by the skeletons of its objects.
@@ -446,24 +504,36 @@ impl Batch {
     }
 
     /// Puts back a document read again (`Document::reread`) and done with (see
-    /// `written`), with the new documents to go before it.
+    /// `written`), with the new documents to go before it; only those for a
+    /// document edited as it was read (`None`: `Need::Now`).
     pub fn put_back(
         &mut self,
         addr: Addr,
-        doc: Result<Edited, Box<Document>>,
+        doc: Option<Result<Edited, Box<Document>>>,
         before: Vec<Document>,
     ) {
         assert!(addr.item.is_none(), "a document of its own");
         let held = &mut self.sources[addr.source].docs[addr.doc];
         match doc {
-            Ok(edited) => {
+            Some(Ok(edited)) => {
                 held.edited = edited;
                 held.reread = false;
             }
-            Err(whole) => *held = *whole,
+            Some(Err(whole)) => *held = *whole,
+            None => debug_assert!(held.decided.is_some(), "edited as it was read"),
         }
         if !before.is_empty() {
             self.inserts.push((addr, true, before));
+        }
+    }
+
+    /// Takes back the edits made to documents as they were read (`Need::Now`): a
+    /// run that ends in errors changes nothing.
+    pub fn undo_decided(&mut self) {
+        for d in self.sources.iter_mut().flat_map(|s| s.docs.iter_mut()) {
+            if d.decided.take().is_some() {
+                d.edited = Edited::No;
+            }
         }
     }
 

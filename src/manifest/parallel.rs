@@ -9,10 +9,13 @@
 //! whole stream. Any error re-parses the whole stream in one piece, so errors are
 //! exactly those of `parse_stream`.
 
+use std::sync::Arc;
+
 use crate::work::Workers;
 
 use super::parse::{
-    frame_documents, line_breaks, parse_stream, shift_lines, Document, ParseError, YamlError,
+    breaks_crlf, frame_documents, line_breaks, parse_stream, shift_lines, Document, ParseError,
+    YamlError,
 };
 
 type Parsed = Result<Vec<Document>, ParseError>;
@@ -70,11 +73,41 @@ pub fn parse_stream_each(
     each: &(dyn Fn(&mut Document) + Sync),
     workers: Workers,
 ) -> Result<Vec<Document>, ParseError> {
+    parse_each(input, None, each, workers)
+}
+
+/// `parse_stream_each` of a stream's whole bytes, each document handed to `each`
+/// with them attached (`attach_text`) and its region framed, as the returned
+/// documents have them: complete enough to be edited and written there.
+pub fn parse_text_each(
+    text: &Arc<Vec<u8>>,
+    each: &(dyn Fn(&mut Document) + Sync),
+    workers: Workers,
+) -> Result<Vec<Document>, ParseError> {
+    parse_each(text, Some(text), each, workers)
+}
+
+fn parse_each(
+    input: &[u8],
+    text: Option<&Arc<Vec<u8>>>,
+    each: &(dyn Fn(&mut Document) + Sync),
+    workers: Workers,
+) -> Result<Vec<Document>, ParseError> {
     json_stream_problem(input)?;
     separator_problem(input)?;
+    let crlf = text.is_some() && breaks_crlf(input);
+    let attach = |d: &mut Document| {
+        if let Some(text) = text {
+            d.text = Some(text.clone());
+            d.crlf = crlf;
+        }
+    };
     let whole = || {
         parse_stream(input).map(|mut docs| {
-            docs.iter_mut().for_each(each);
+            for d in docs.iter_mut() {
+                attach(d);
+                each(d);
+            }
             docs
         })
     };
@@ -97,11 +130,16 @@ pub fn parse_stream_each(
                 if start > 0 {
                     d.line += lines;
                     d.body += start;
+                    // A chunk starts at a `---`: its first document's region starts
+                    // there, as in the whole stream, and its last ends at the next.
+                    d.region.0 += start;
+                    d.region.1 += start;
                     shift_lines(&mut d.root, lines, start as u32);
                     if let Some(r) = &mut d.resolved {
                         shift_lines(r, lines, start as u32);
                     }
                 }
+                attach(d);
                 each(d);
             }
         }
@@ -123,7 +161,10 @@ pub fn parse_stream_each(
             Err(_) => return whole(),
         }
     }
+    let framed: Vec<(usize, usize)> = docs.iter().map(|d| d.region).collect();
     frame_documents(&mut docs, input.len());
+    // `each` saw the regions the whole stream gives.
+    debug_assert!(docs.iter().zip(&framed).all(|(d, r)| d.region == *r));
     Ok(docs)
 }
 

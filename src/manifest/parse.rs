@@ -144,6 +144,10 @@ pub struct Document {
     /// document whose neighbours they must look like (an item of a ResourceList
     /// read alone); else as the document itself indents them.
     pub indents: Option<super::splice::Indents>,
+    /// What a run decided of its object as soon as it read it (`batch::Need::Now`),
+    /// when that depended on the object alone: it was edited then and is not read
+    /// again.
+    pub decided: Option<super::batch::Kept>,
 }
 
 impl Document {
@@ -164,6 +168,7 @@ impl Document {
             reread: false,
             directives: false,
             indents: None,
+            decided: None,
         }
     }
 
@@ -374,6 +379,7 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
                     reread: false,
                     directives: doc_start.3,
                     indents: None,
+                    decided: None,
                 });
                 continue;
             }

@@ -677,9 +677,10 @@ pub fn load_with(input: Input, evict: Option<Evict>, workers: Workers) -> Result
             evict(d);
         }
     };
-    let docs = super::parallel::parse_stream_each(&input.bytes, &each, workers).map_err(|e| {
+    let bytes = std::sync::Arc::new(input.bytes);
+    let docs = super::parallel::parse_text_each(&bytes, &each, workers).map_err(|e| {
         // Not YAML, and kubectl reads it as JSON: say why it is not JSON.
-        match json_problem(&input.bytes) {
+        match json_problem(&bytes) {
             Some((doc, line, message)) => ReadError::Invalid {
                 file: input.name.clone(),
                 doc: doc + 1,
@@ -693,7 +694,7 @@ pub fn load_with(input: Input, evict: Option<Evict>, workers: Workers) -> Result
             },
         }
     })?;
-    if let Some((doc, line, message)) = json_problem(&input.bytes) {
+    if let Some((doc, line, message)) = json_problem(&bytes) {
         return Err(ReadError::Invalid {
             file: input.name,
             doc: doc + 1,
@@ -701,9 +702,7 @@ pub fn load_with(input: Input, evict: Option<Evict>, workers: Workers) -> Result
             message,
         });
     }
-    let mut docs = docs;
     let name = input.name;
-    super::parse::attach_text(&mut docs, std::sync::Arc::new(input.bytes));
     let input = Named { name };
     // An evicted document had no problem.
     for d in docs.iter().filter(|d| !d.is_empty() && !d.evicted) {

@@ -1155,6 +1155,30 @@ fn flow_text(n: &Node) -> String {
     emitted_line(&n)
 }
 
+/// What the emitter writes for a scalar it writes as it is given: plain, single- or
+/// double-quoted, of ASCII letters, digits and `-._/`, starting with a letter, a
+/// digit or `/`, without tag or anchor. Nothing in such a text makes libyaml quote
+/// it otherwise or escape anything; names, paths and numbers, which is most of
+/// what inject adds to every workload, skip setting up an emitter.
+fn simple_scalar(n: &Node) -> Option<String> {
+    let Value::Scalar(s) = &n.value else {
+        return None;
+    };
+    let t = s.text.as_bytes();
+    let simple = n.props.is_none()
+        && t.first()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'/')
+        && t.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'/'));
+    match s.style {
+        _ if !simple => None,
+        Style::Plain => Some(s.text.to_string()),
+        Style::SingleQuoted => Some(format!("'{}'", s.text)),
+        Style::DoubleQuoted => Some(format!("\"{}\"", s.text)),
+        Style::Literal | Style::Folded => None,
+    }
+}
+
 fn force_flow(n: &mut Node) {
     match &mut n.value {
         Value::Seq { items, flow } => {
@@ -1174,8 +1198,76 @@ fn force_flow(n: &mut Node) {
 
 /// The emitter's text for a node alone, without the stream's line breaks and `...`.
 fn emitted_line(n: &Node) -> String {
+    simple_scalar(n).unwrap_or_else(|| emitter_line(n))
+}
+
+/// `emitted_line` by the emitter.
+fn emitter_line(n: &Node) -> String {
     let text = node_to_yaml(n);
     // Only a `...` line of its own ends the document: `b:...` is a scalar's text.
     let text = text.strip_suffix("\n...\n").unwrap_or(&text);
     text.trim_end_matches('\n').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shortcut past the emitter writes what the emitter writes, for every text
+    /// of up to three characters over letters, digits and the punctuation the
+    /// shortcut takes or stops at, and for the texts inject adds.
+    #[test]
+    fn simple_scalars_are_written_as_the_emitter_writes_them() {
+        let alphabet = [
+            "a", "Z", "y", "n", "e", "0", "9", "-", ".", "_", "/", ":", " ", "~", "#",
+        ];
+        let mut texts: Vec<String> = [
+            "nvcf-worker-token",
+            "/var/run/secrets/tokens/token",
+            "NVCF_TOKEN_FILE_PATH",
+            "nvcf-icms:bench",
+            "0777",
+            "1e3",
+            "1.5",
+            "---x",
+            "...",
+            "yes",
+            "null",
+        ]
+        .map(String::from)
+        .to_vec();
+        for a in alphabet {
+            texts.push(a.to_string());
+            for b in alphabet {
+                texts.push(format!("{a}{b}"));
+                for c in alphabet {
+                    texts.push(format!("{a}{b}{c}"));
+                }
+            }
+        }
+        let mut taken = 0;
+        for text in &texts {
+            for style in [
+                Style::Plain,
+                Style::SingleQuoted,
+                Style::DoubleQuoted,
+                Style::Literal,
+            ] {
+                let n = Node::scalar(text.as_str(), style);
+                if let Some(fast) = simple_scalar(&n) {
+                    assert_eq!(fast, emitter_line(&n), "{text:?} {style:?}");
+                    taken += 1;
+                }
+            }
+        }
+        assert!(taken > 1000, "{taken}");
+        let tagged = Node {
+            props: Some(Box::new(crate::manifest::node::Props {
+                anchor: None,
+                tag: Some("!!str".into()),
+            })),
+            ..Node::scalar("a", Style::Plain)
+        };
+        assert_eq!(simple_scalar(&tagged), None);
+    }
 }

@@ -593,8 +593,16 @@ pub fn resource_list_items(
     }
     let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
     let refused = std::sync::atomic::AtomicBool::new(false);
+    let text = std::sync::Arc::new(text);
     let each = |d: &mut Document| {
-        if shell_map.is_none() {
+        // With the indentation known before the items are read, an item is given
+        // all it is written with as it is read, so it can be edited then
+        // (`batch::Need::Now`); else only once all are read.
+        if shell_map == Some(2) {
+            d.text = Some(text.clone());
+            d.crlf = laid.crlf;
+            d.indents = Some(splice::Indents { seq: 0, map: 2 });
+        } else if shell_map.is_none() {
             // Kept on the document until the first item that has one is known.
             d.indents = splice::indents_of(&text, &d.root, true)
                 .1
@@ -621,7 +629,6 @@ pub fn resource_list_items(
     if map != Some(2) {
         return None;
     }
-    let text = std::sync::Arc::new(text);
     attach_text(&mut docs, text.clone());
     laid.items = Some(text);
     for d in &mut docs {

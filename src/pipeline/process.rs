@@ -49,7 +49,12 @@ impl<'a> Processor<'a> {
         match self {
             Processor::Inject(cfg) => {
                 let need = |o: &batch::Object| inject::need(o, cfg);
-                batch::evict(doc, &[inject::HELM_HOOK, LOCAL_CONFIG], need);
+                let kept = [
+                    inject::HELM_HOOK,
+                    inject::HELM_POSTRENDER_FILENAME,
+                    LOCAL_CONFIG,
+                ];
+                batch::evict(doc, &kept, need);
             }
             // The guard finds nothing in an object that is clean on its own whatever
             // else the batch holds (`guard::clean_alone`), so its tree goes, leaving
