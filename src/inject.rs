@@ -132,7 +132,7 @@ struct Done {
 /// What a selected workload's first read decided (`Need::Now`): all of its plan
 /// that depends on the workload alone, which is all that edits it when it carries
 /// no identity yet. The rest (its trio, collisions, kpt indexes) is the batch's, and
-/// decided when its turn comes in `plan`, from what is kept (`Edited`).
+/// decided when its turn comes in `plan`, from what is kept (`EditedEarly`).
 #[derive(Debug)]
 struct Early {
     plan: WorkloadPlan,

@@ -80,11 +80,13 @@ fn run_items(
     }
     let evict = |d: &mut Document| processor.evict(d);
     let evict: Option<Evict> = processor.evicts().then_some(&evict);
-    let Some(items) = load::resource_list_items(&mut laid, &input, evict, run.workers) else {
-        return Ok(Err(input));
-    };
-    // Its items are in the stream's text, the rest in the shell's.
+    // Its items are in the stream's text once cut, the rest in the shell's: the
+    // input goes before the items are read (and edited, as they are read).
+    laid.cut_items(&input);
     drop(input);
+    let Some(items) = load::read_items(&mut laid, evict, run.workers) else {
+        return Ok(Err(laid.input()));
+    };
     let mut batch = Batch::new(vec![items]);
     batch.workers = run.workers;
     // Written from the documents' text: edited documents may be written as they go.

@@ -433,9 +433,11 @@ pub struct Laid {
     pub dash: usize,
     /// Whether the input breaks lines with CRLF, as `attach_text` judges it.
     pub crlf: bool,
-    /// The items as a stream (`resource_list_items`), once read: with the shell,
-    /// all of the input.
+    /// The items as a stream (`Laid::cut_items`), once cut: with the shell, all of
+    /// the input.
     pub items: Option<std::sync::Arc<Vec<u8>>>,
+    /// How many items were cut.
+    count: usize,
 }
 
 /// The input's lines, each with its line break.
@@ -558,42 +560,33 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
         dash,
         crlf,
         items: None,
+        count: 0,
     })
 }
 
 /// The items of a ResourceList laid out by `lay_out_resource_list`, as the
-/// documents of one stream (each item's lines with its indentation taken off,
-/// each after a `---`), read on the workers and handed to `evict` as they are
-/// read, as `read::load_with` reads a stream. `None` when that would not mean what
-/// the ResourceList says (an item that does not read alone: an alias to another
-/// item; an item that is no object, has aliases or merge keys, or is a typed list
-/// whose items take its type): then the ResourceList is read as one tree.
+/// documents of one stream: `Laid::cut_items`, then `read_items`.
 pub fn resource_list_items(
     laid: &mut Laid,
     input: &[u8],
     evict: Option<Evict>,
     workers: Workers,
 ) -> Option<Source> {
-    let items = &input[laid.head..laid.end];
-    let indent = laid.dash + 2; // the `- ` of the first line, or as many spaces
-    let marker: &[u8] = if laid.crlf { b"---\r\n" } else { b"---\n" };
-    let mut text = Vec::with_capacity(items.len());
-    let mut count = 0;
-    for line in lines(items) {
-        if starts_item(line, laid.dash) {
-            text.extend_from_slice(marker);
-            count += 1;
-        }
-        let kept = if is_blank_line(line) {
-            line
-        } else {
-            &line[indent..]
-        };
-        text.extend_from_slice(kept);
-    }
+    laid.cut_items(input);
+    read_items(laid, evict, workers)
+}
+
+/// The items cut out of a ResourceList (`Laid::cut_items`) read on the workers and
+/// handed to `evict` as they are read, as `read::load_with` reads a stream. `None`
+/// when that would not mean what the ResourceList says (an item that does not
+/// read alone: an alias to another item; an item that is no object, has aliases or
+/// merge keys, or is a typed list whose items take its type): then the
+/// ResourceList is read as one tree (`Laid::input` gives its bytes back).
+pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Option<Source> {
+    let text = laid.items.clone().expect("items cut");
+    let count = laid.count;
     let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
     let refused = std::sync::atomic::AtomicBool::new(false);
-    let text = std::sync::Arc::new(text);
     let each = |d: &mut Document| {
         // With the indentation known before the items are read, an item is given
         // all it is written with as it is read, so it can be edited then
@@ -629,8 +622,7 @@ pub fn resource_list_items(
     if map != Some(2) {
         return None;
     }
-    attach_text(&mut docs, text.clone());
-    laid.items = Some(text);
+    attach_text(&mut docs, text);
     for d in &mut docs {
         d.crlf = laid.crlf;
         d.indents = Some(splice::Indents { seq: 0, map: 2 });
@@ -643,6 +635,32 @@ pub fn resource_list_items(
 }
 
 impl Laid {
+    /// Cuts the items out of `input` as the documents of one stream, each item's
+    /// lines with their indentation taken off, each after a `---` (`items`). With
+    /// the shell that is all of the input, which can go then: what reads the items
+    /// holds them once, not twice, and `input` gives the bytes back.
+    pub fn cut_items(&mut self, input: &[u8]) {
+        let items = &input[self.head..self.end];
+        let indent = self.dash + 2; // the `- ` of the first line, or as many spaces
+        let marker: &[u8] = if self.crlf { b"---\r\n" } else { b"---\n" };
+        let mut text = Vec::with_capacity(items.len());
+        let mut count = 0;
+        for line in lines(items) {
+            if starts_item(line, self.dash) {
+                text.extend_from_slice(marker);
+                count += 1;
+            }
+            let kept = if is_blank_line(line) {
+                line
+            } else {
+                &line[indent..]
+            };
+            text.extend_from_slice(kept);
+        }
+        self.items = Some(std::sync::Arc::new(text));
+        self.count = count;
+    }
+
     /// The bytes before the items.
     pub fn head(&self) -> &[u8] {
         &self.shell.text.as_deref().expect("read")[..self.head]
@@ -651,7 +669,7 @@ impl Laid {
     /// Writes the items as they were read, byte for byte: each item of the
     /// stream's text (after its `---`) indented back.
     pub fn write_items_as_read(&self, out: &mut Vec<u8>) {
-        let text = self.items.as_deref().expect("items read");
+        let text = self.items.as_deref().expect("items cut");
         let marker: &[u8] = if self.crlf { b"---\r\n" } else { b"---\n" };
         let mut from = 0;
         let mut at = 0;
@@ -667,7 +685,7 @@ impl Laid {
         }
     }
 
-    /// The input again, from the shell and the items read (which hold all of it).
+    /// The input again, from the shell and the items cut (which hold all of it).
     pub fn input(&self) -> Vec<u8> {
         let shell = self.shell.text.as_deref().expect("read");
         let mut out = shell[..self.head].to_vec();
