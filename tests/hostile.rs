@@ -1291,6 +1291,24 @@ fn fuzz_lines_added_after_a_value_that_is_only_a_tag_go_after_it() {
     }
 }
 
+/// fuzz `resource_list` crash-12b89b9f (kubernetes/examples' guestbook with a byte
+/// order mark after an item's indentation): the ResourceList does not parse (the
+/// mark is content where a key should be), but the item alone, its indentation
+/// taken off, starts a line with the mark, which libyaml-safer skips: the function
+/// streamed the items and gave the ResourceList back as an answer kpt cannot read.
+/// A ResourceList with a mark anywhere is read as one tree, and refused.
+#[test]
+fn fuzz_a_byte_order_mark_after_an_items_indentation_is_not_skipped() {
+    let rl = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n  apiVersion: fn.nvcf.io/v1alpha1\n  kind: WorkerIdentity\n  spec: {clusterID: c1}\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n  metadata:\n    name: d\n  spec:\n    template:\n      metadata:\n  \u{feff}      labels:\n          app: x\n      spec:\n        containers:\n        - name: c\n          image: x\n";
+    assert!(parse_stream(rl.as_bytes()).is_err());
+    let answer = kubectl_nvcf_worker::krm::run_resource_list(rl.as_bytes());
+    assert!(
+        answer.is_err(),
+        "{:?}",
+        answer.map(|o| String::from_utf8(o.stdout))
+    );
+}
+
 /// fuzz `stream` crash-f4723397 (minimized to `{!,`): libyaml-safer 0.3 panics
 /// ("TODO: What is expected here?") on a tag followed by `,` in a flow collection.
 /// The panic is caught in parse_stream and reported as invalid YAML, quietly.

@@ -328,6 +328,20 @@ fn edge_cases_come_out_as_from_one_tree() {
             false,
         ),
         ("CRLF", rl(&items(&[&a, cm, &b])).replace('\n', "\r\n"), true),
+        // Found by the `resource_list` fuzz target: a byte order mark after an
+        // item's indentation is content in the ResourceList (which then does not
+        // parse) but a mark at a line's start in the item alone.
+        (
+            "a byte order mark after an item's indentation",
+            rl(&items(&[&a, "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    metadata:\n      labels:\n        app: x\n    spec:\n      containers:\n      - name: c\n        image: x\n"])
+                .replace("\n        labels:", "\n  \u{feff}      labels:")),
+            false,
+        ),
+        (
+            "a byte order mark in a scalar",
+            rl(&items(&[&a, cm]).replace("  data:\n    a: b", "  data:\n    a: b\u{feff}c")),
+            false,
+        ),
         ("CRLF items only", rl(&items(&[&a, cm]).replace('\n', "\r\n")), true),
         ("a flow item", rl(&format!("{}- {{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"j\"}}}}\n", items(&[&a]))), false),
         (

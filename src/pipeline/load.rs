@@ -440,6 +440,14 @@ pub struct Laid {
     count: usize,
 }
 
+/// A byte order mark anywhere. libyaml-safer takes one at the start of a document
+/// for a mark, not content: a line that starts with one once an item's indentation
+/// is taken off would read alone otherwise than in the ResourceList (where, past
+/// the indentation, it is content).
+fn has_bom(input: &[u8]) -> bool {
+    (input.split(|&b| b == 0xEF).skip(1)).any(|after| after.starts_with(b"\xBB\xBF"))
+}
+
 /// The input's lines, each with its line break.
 fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split_inclusive(|&b| b == b'\n')
@@ -485,7 +493,7 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
     // (Other line breaks: a document with them is written anew, here an item or
     // the shell, there the whole ResourceList.)
     if !input.ends_with(b"\n")
-        || input.starts_with(b"\xEF\xBB\xBF")
+        || has_bom(input)
         || read::sniffs_json(input)
         || splice::other_line_breaks(input)
     {
