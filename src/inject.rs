@@ -43,7 +43,8 @@ struct WorkloadPlan {
     record: Option<Record>,
     /// For `updated`: what changed.
     changes: Vec<String>,
-    /// Applied already, as soon as it was planned (its document read again).
+    /// Applied already: as it was read (`Early`), or as soon as it was planned (its
+    /// document read again).
     applied: bool,
 }
 
@@ -216,7 +217,8 @@ fn plan(
     let mut left: HashSet<(Option<&str>, String)> = HashSet::new();
     let mut accounts: Vec<(Option<&str>, String)> = Vec::new();
 
-    // A selected workload whose tree was dropped as read is read again now, and
+    // A selected workload edited as it was read has its trio and conflicts decided
+    // now (`Need::Now`); one whose tree was dropped as read is read again now, and
     // applied as soon as planned: one tree at a time is held (`Need::Later`).
     let done = batch.with_rereads(|rereads| {
         let mut done = Vec::new();

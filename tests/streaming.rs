@@ -1,6 +1,7 @@
 //! `inject` drops the tree of every document as soon as it is read (`batch::evict`),
-//! unless the guard or a trio needs it; it reads a selected workload again when its
-//! turn comes (`Document::reread`) and writes each edited document as soon as it is
+//! unless the guard or a trio needs it; it edits a selected workload that carries no
+//! identity yet as it is read (`Need::Now`), reads any other again when its turn
+//! comes (`Document::reread`), and writes each edited document as soon as it is
 //! done with it (`Batch::freeze`). `validate` drops what the guard finds nothing in
 //! on its own. None of it may change anything: over real files, generated streams,
 //! re-injection with other settings (updates, naming changes that remove trios,

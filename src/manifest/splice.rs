@@ -1029,28 +1029,27 @@ fn is_block(n: &Node) -> bool {
 }
 
 /// For each new child, the index of the old child it is (same place in the source),
-/// or `None` for a child this tool added. Old children must keep their order.
+/// or `None` for a child this tool added. Old children must keep their order, so
+/// each is looked for after the one matched before it (then, to tell a reordered
+/// child from a new one, before it).
 fn match_up<'n>(
-    old: impl Iterator<Item = &'n Node>,
+    old: impl ExactSizeIterator<Item = &'n Node> + Clone,
     new: impl Iterator<Item = &'n Node>,
 ) -> Result<Vec<Option<usize>>, Rewrite> {
-    let starts: std::collections::HashMap<u32, usize> = old
-        .enumerate()
-        .filter(|(_, n)| n.is_sourced())
-        .map(|(i, n)| (n.span.start, i))
-        .collect();
-    let mut last = None;
-    let mut out = Vec::new();
+    let is = |n: &Node, o: &Node| o.is_sourced() && o.span.start == n.span.start;
+    let mut next = 0;
+    let mut out = Vec::with_capacity(old.len());
     for n in new {
-        let m = n
-            .is_sourced()
-            .then(|| starts.get(&n.span.start).copied())
-            .flatten();
+        let m = match n.is_sourced() {
+            false => None,
+            true => match old.clone().skip(next).position(|o| is(n, o)) {
+                Some(ahead) => Some(next + ahead),
+                None if old.clone().take(next).any(|o| is(n, o)) => return Err(Rewrite),
+                None => None,
+            },
+        };
         if let Some(i) = m {
-            if last.is_some_and(|l| l >= i) {
-                return Err(Rewrite);
-            }
-            last = Some(i);
+            next = i + 1;
         }
         out.push(m);
     }

@@ -419,8 +419,8 @@ pub fn stream(input: Vec<u8>, workers: Workers) -> Result<Source> {
 /// A ResourceList as kpt writes it, laid out to have its items read as a stream
 /// (`resource_list_items`): block YAML, `items:` at the left margin, each item a
 /// `- ` at one column with its lines two columns further right. Its items are then
-/// dropped and read again as `inject` drops a stream's documents, instead of the
-/// whole ResourceList being held as one tree.
+/// read as `inject` reads a stream's documents (dropped as read, or edited then),
+/// instead of the whole ResourceList being held as one tree.
 pub struct Laid {
     /// The ResourceList without its items (`items:` left with no value): where
     /// `functionConfig` is read from and `results` are written into.
