@@ -339,20 +339,9 @@ fn selected_workloads_are_edited_as_they_are_read() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: x\n";
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n";
     let anchored = pod.replace("  name: p\n", "  name: &n q\n  labels: {a: *n}\n");
-    let mut injected = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-nvcf-worker"))
-        .args(["inject", "-l", "", "--cluster-id", "c1", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    injected
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(pod.as_bytes())
-        .unwrap();
-    let injected = String::from_utf8(injected.wait_with_output().unwrap().stdout).unwrap();
+    let injected = support::inject(pod, &["-l", ""]);
+    injected.ok();
+    let injected = injected.stdout;
     assert!(injected.contains("nvcf-worker-token"), "{injected}");
     let stream = format!("{pod}---\n{cm}");
     assert_eq!(kinds(&load(&stream, everything)), (1, 0, 0, 0));
