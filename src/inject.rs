@@ -333,7 +333,6 @@ fn plan(
                     }
                 },
             };
-            p.addr = obj.addr;
             let first_claim = planned_trios.insert((ns, name.clone()));
             for (i, kind) in identity::TRIO_KINDS.iter().enumerate() {
                 match existing.get(kind, obj.namespace(), &name) {

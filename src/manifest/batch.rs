@@ -305,20 +305,16 @@ fn edit_now(doc: &mut Document, decided: &dyn Decided) -> bool {
     if doc.text.is_none() || doc.resolved.is_some() {
         return false;
     }
-    if !decided.edit(doc.edit_as_written()) {
-        // Nothing changed: written from its text.
-        if let Edited::Spliced(old) = std::mem::take(&mut doc.edited) {
-            doc.root = *old;
-        }
+    let changed = decided.edit(doc.edit_as_written());
+    if changed && write_now(doc) {
         return true;
     }
-    if write_now(doc) {
-        return true;
-    }
+    // The tree as read: nothing changed (it is written from its text), or it
+    // cannot be written ahead (it is read again in its turn).
     if let Edited::Spliced(old) = std::mem::take(&mut doc.edited) {
         doc.root = *old;
     }
-    false
+    !changed
 }
 
 /// Replaces a document's tree by the skeletons of its objects.
