@@ -295,3 +295,22 @@ fn sigint_and_sigterm_while_writing_leave_no_temporary_file() {
         );
     }
 }
+
+/// A file named without a directory (`-f web.yaml` in the package) is replaced in
+/// the working directory: its temporary file is made there, nowhere else.
+#[test]
+fn a_file_named_without_a_directory_is_replaced_where_it_is() {
+    let tmp = temp_tree(&[("pkg/web.yaml", &deployment("web"))]);
+    let pkg = tmp.path().join("pkg");
+    run_in(
+        Some(&pkg),
+        &["inject", "-i", "-f", "web.yaml", "--cluster-id", "c1"],
+        b"",
+    )
+    .ok();
+    assert!(std::fs::read_to_string(pkg.join("web.yaml"))
+        .unwrap()
+        .contains("nvcf-worker-token"));
+    assert_eq!(temps(tmp.path()), Vec::<String>::new());
+    assert_eq!(walk(tmp.path()).len(), 1, "{:?}", walk(tmp.path()));
+}

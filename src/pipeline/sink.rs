@@ -424,8 +424,9 @@ pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> 
             let _ = std::fs::remove_file(temp);
         }
     };
-    // Written on the run's workers: per file a create, a write, an owner and mode,
-    // each a system call that waits; a file still to write after a signal is not.
+    // Written on the run's workers: per file a create, a write, an owner and mode
+    // and a name, each a system call that waits (unnamed files are created side by
+    // side, see `open_temp`); a file still to write after a signal is not.
     let pid = std::process::id();
     let jobs: Vec<(&Target, &[u8])> = targets.iter().zip(files).map(|(t, f)| (t, f.1)).collect();
     let written = workers.map(&jobs, |(target, bytes)| {
@@ -551,7 +552,7 @@ fn refused(name: &str, message: String) -> Error {
 }
 
 /// Writes `bytes` to a new temporary file beside `target`'s real file, with its
-/// owner, group and mode, returning the temporary.
+/// owner, group and mode, and names it only then (`open_temp`), returning its name.
 fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let meta = &target.meta;
@@ -563,11 +564,10 @@ fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::Pa
     let temp = target
         .path
         .with_file_name(format!(".{file_name}.nvcf-worker-{pid}.tmp"));
+    let mut linked = false;
     let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
+        let (mut f, unnamed) = open_temp(&target.path, &temp)?;
+        linked = !unnamed;
         f.write_all(bytes)?;
         // Owner first: changing it clears the setuid and setgid bits, which the
         // mode then sets again.
@@ -580,15 +580,114 @@ fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::Pa
         // instead of an fsync per file, which was most of an in-place run's time.
         #[cfg(not(target_os = "linux"))]
         f.sync_all()?;
+        if !linked {
+            name_temp(&f, &temp)?;
+            linked = true;
+        }
         Ok(())
     })();
     match written {
         Ok(()) => Ok(temp),
         Err(e) => {
-            let _ = std::fs::remove_file(&temp);
+            if linked {
+                let _ = std::fs::remove_file(&temp);
+            }
             Err(Error::io(target.name, e))
         }
     }
+}
+
+/// Opens a new temporary file for `target`'s new content: on Linux an unnamed one
+/// in its directory (`O_TMPFILE`, named `temp` once written, see `name_temp`),
+/// else, or where the file system has no unnamed files, one created as `temp`.
+/// Returns the file and whether it is still unnamed.
+///
+/// Why unnamed: creating a named file holds its directory's lock while the file
+/// system finds a free inode, and ext4 without a journal walks past every inode
+/// deleted in the last minutes to find one, so the workers queued behind each
+/// other (one spinning on the lock) and the walk ran on one thread. An unnamed file
+/// takes no directory lock; naming it afterwards is a short directory update.
+fn open_temp(
+    target: &std::path::Path,
+    temp: &std::path::Path,
+) -> std::io::Result<(std::fs::File, bool)> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o600)
+            .open(dir)
+        {
+            Ok(f) => return Ok((f, true)),
+            // The file system (or kernel) has no unnamed files: name it at once.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temp)?;
+    Ok((f, false))
+}
+
+/// Gives an unnamed temporary file (`open_temp`) its name `temp`, failing as a
+/// named create would if the name is taken. Through `/proc/self/fd` (a link
+/// needs no privilege there); without `/proc`, `AT_EMPTY_PATH`, which needs
+/// CAP_DAC_READ_SEARCH.
+#[cfg(target_os = "linux")]
+fn name_temp(f: &std::fs::File, temp: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let c = |b: &[u8]| std::ffi::CString::new(b).map_err(std::io::Error::other);
+    let to = c(temp.as_os_str().as_bytes())?;
+    let proc = c(format!("/proc/self/fd/{}", f.as_raw_fd()).as_bytes())?;
+    // SAFETY: NUL-terminated paths and a valid descriptor for the calls' duration.
+    let linked = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if linked == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::ENOENT) {
+        return Err(e);
+    }
+    let empty = c(b"")?;
+    // SAFETY: as above.
+    match unsafe {
+        libc::linkat(
+            f.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn name_temp(_: &std::fs::File, _: &std::path::Path) -> std::io::Result<()> {
+    unreachable!("only Linux opens unnamed temporary files")
 }
 
 /// SIGINT and SIGTERM while files are replaced: caught, so that the temporary
@@ -905,6 +1004,42 @@ mod tests {
             .flat_map(|s| s.docs.iter().filter(|d| !d.is_empty()))
             .collect();
         emit_chunk(&docs, true)
+    }
+
+    /// On Linux a temporary file has no name while it is written (so a crash then
+    /// leaves nothing behind, and creating it takes no directory lock), and gets its
+    /// name only through `name_temp`, which never replaces a file already there.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_temporary_file_is_unnamed_until_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("web.yaml");
+        let temp = dir.path().join(".web.yaml.tmp");
+        let listed = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let (mut f, unnamed) = open_temp(&target, &temp).unwrap();
+        assert!(unnamed, "this file system has O_TMPFILE");
+        f.write_all(b"new\n").unwrap();
+        assert_eq!(listed(), Vec::<String>::new());
+        name_temp(&f, &temp).unwrap();
+        drop(f);
+        assert_eq!(listed(), vec![".web.yaml.tmp".to_string()]);
+        assert_eq!(std::fs::read(&temp).unwrap(), b"new\n");
+
+        // A name already taken stays as it was.
+        let (mut g, _) = open_temp(&target, &temp).unwrap();
+        g.write_all(b"other\n").unwrap();
+        let e = name_temp(&g, &temp).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "{e}");
+        drop(g);
+        assert_eq!(std::fs::read(&temp).unwrap(), b"new\n");
+        assert_eq!(listed(), vec![".web.yaml.tmp".to_string()]);
     }
 
     #[test]
