@@ -211,6 +211,63 @@ spec:
     );
 }
 
+/// A list item may start on the line after its `-`, with comments between: the
+/// item is found there, so an edit inside it is spliced (it was written anew with
+/// the whole document, every comment of it dropped), and `uninject` gives the
+/// input back. A look-alike: a comment line at the items' own column between two
+/// items stays where it is.
+#[test]
+fn list_items_headed_by_comments_are_spliced() {
+    let input = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web # the web
+  labels:
+    nvcf.io/worker: \"true\"
+spec:
+  template:
+    spec:
+      containers:
+      - # the app
+        # more about it
+
+        name: app
+        image: nginx
+      # between the two
+      -
+        name: side # sidecar
+        image: busybox
+";
+    for crlf in [false, true] {
+        let input = match crlf {
+            true => input.replace('\n', "\r\n"),
+            false => input.to_string(),
+        };
+        let out = inject(&input, &[]);
+        out.ok();
+        let (removed, _) = changed_lines(&input, &out.stdout);
+        assert!(
+            removed.is_empty(),
+            "crlf {crlf}: {removed:?}\n{}",
+            out.stdout
+        );
+        let objs = objects(&out.stdout);
+        let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        );
+        let containers = &objs[3]["spec"]["template"]["spec"]["containers"];
+        for c in containers.as_array().unwrap() {
+            assert_eq!(c["volumeMounts"][0]["name"], "nvcf-worker-token", "{c}");
+        }
+        let back = run(&["uninject", "-f", "-"], &out.stdout);
+        back.ok();
+        assert_eq!(back.stdout, input, "crlf {crlf}");
+    }
+}
+
 #[test]
 fn replaced_keys_keep_their_line_and_crlf_and_bom_stay() {
     let input = "\u{feff}apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: p\r\n  labels: {nvcf.io/worker: \"true\"}\r\nspec:\r\n  serviceAccountName: other # was\r\n  automountServiceAccountToken: true\r\n  containers:\r\n  - name: c\r\n    image: x\r\n";
@@ -477,6 +534,84 @@ functionConfig:
         ["ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Pod"]
     );
     assert!(added.iter().any(|l| l == "- apiVersion: v1\n"), "{added:?}");
+}
+
+/// kpt writes the comments heading a file after its item's `-`: an edit beside
+/// such an item keeps them, and every comment of the ResourceList (it was written
+/// anew whole, comments dropped, while the item's dash was looked for only on the
+/// line of its first key). Uninjecting the answer gives the input back.
+#[test]
+fn krm_items_headed_by_comments_keep_them() {
+    let input = "\
+apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+items:
+- # head of cm.yaml
+  # more of it
+
+  apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: cm # the map
+    annotations:
+      config.kubernetes.io/index: '0'
+      internal.config.kubernetes.io/path: 'cm.yaml'
+  data: {a: '1'}
+- # head of p.yaml
+  apiVersion: v1
+  kind: Pod
+  metadata:
+    name: p
+    labels:
+      nvcf.io/worker: \"true\"
+    annotations:
+      config.kubernetes.io/index: '0'
+      internal.config.kubernetes.io/path: 'p.yaml'
+  spec:
+    containers:
+    - name: c # the app
+      image: x
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: f
+  data:
+    clusterID: c
+";
+    for crlf in [false, true] {
+        let input = match crlf {
+            true => input.replace('\n', "\r\n"),
+            false => input.to_string(),
+        };
+        let out = krm(&input);
+        out.ok();
+        let (removed, _) = changed_lines(&input, &out.stdout);
+        assert!(
+            removed.is_empty(),
+            "crlf {crlf}: {removed:?}\n{}",
+            out.stdout
+        );
+        let kinds: Vec<String> = items(&rl(&out))
+            .iter()
+            .map(|i| i["kind"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Pod"]
+        );
+        // The answer as kpt hands it on, asked to take the identity out again.
+        let answer = out.stdout.split("results:").next().unwrap();
+        let nl = if crlf { "\r\n" } else { "\n" };
+        let again = krm(&answer.replace(
+            &format!("    clusterID: c{nl}"),
+            &format!("    clusterID: c{nl}    mode: uninject{nl}"),
+        ));
+        again.ok();
+        let back = again.stdout.split("results:").next().unwrap();
+        let back = back.replace(&format!("    mode: uninject{nl}"), "");
+        assert_eq!(back, input, "crlf {crlf}");
+    }
 }
 
 fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {

@@ -253,8 +253,9 @@ fn real_files_wrapped_by_kpt_come_out_as_from_one_tree() {
         changed > 100,
         "most files have a workload to inject: {changed}"
     );
+    // (1544 before items headed by comments streamed too: 1632 since.)
     assert!(
-        streamed > 1000,
+        streamed > 1600,
         "most runs read their items as a stream: {streamed}"
     );
 }
@@ -307,7 +308,7 @@ fn edge_cases_come_out_as_from_one_tree() {
         (
             "head comments after the dash, as kpt writes them",
             rl(&items(&[&format!("# head of a\n# more\n{a}"), cm, &format!("# head of b\n{b}")])),
-            false,
+            true,
         ),
         ("config first", resource_list(&items(&[&a, cm]), &inject, true), true),
         ("no config", resource_list(&items(&[&a, cm]), "", false), true),

@@ -499,13 +499,39 @@ impl<'t> Splicer<'t> {
             .map_or(self.text.len(), |i| pos + i + 1)
     }
 
-    /// The `-` of a block list item whose content starts at `start`.
+    /// The `-` of a block list item whose content starts at `start`: on its line,
+    /// or on a line above it with only blank and comment lines between (kpt writes
+    /// the comments heading a file as `- # comment` above the item's first key).
     fn dash_of(&self, start: u32) -> Option<usize> {
+        let blank = |b: &u8| matches!(b, b' ' | b'\t');
         let mut p = start as usize;
-        while p > 0 && matches!(self.text[p - 1], b' ' | b'\t') {
-            p -= 1;
+        loop {
+            while p > 0 && blank(&self.text[p - 1]) {
+                p -= 1;
+            }
+            if p > 0 && self.text[p - 1] == b'-' {
+                return Some(p - 1);
+            }
+            if p == 0 || self.text[p - 1] != b'\n' {
+                return None;
+            }
+            // The line above: the dash's (`-`, maybe a comment after it), or a
+            // blank or comment line between the dash and the content.
+            let above = self.line_start(p - 1);
+            let line = &self.text[above..p - 1];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let lead = line.iter().take_while(|b| blank(b)).count();
+            match &line[lead..] {
+                [] | [b'#', ..] => p = above,
+                [b'-', rest @ ..] => {
+                    let after = rest.iter().position(|b| !blank(b)).map(|i| rest[i]);
+                    return matches!(after, None | Some(b'#'))
+                        .then_some(above + lead)
+                        .filter(|_| rest.is_empty() || blank(&rest[0]));
+                }
+                _ => return None,
+            }
         }
-        (p > 0 && self.text[p - 1] == b'-').then(|| p - 1)
     }
 
     /// The `:` after a key ending at `end`.

@@ -459,14 +459,13 @@ fn is_blank_line(line: &[u8]) -> bool {
 }
 
 /// How a line of the items starts a ResourceList item at column `dash`: `- ` and a
-/// plain key, not a flow item, an anchor or a tag, nor a comment (kpt writes a
-/// file's head comments there; read as one tree, such a ResourceList is written
-/// anew whole once an item is inserted beside one, its comments dropped).
+/// plain key or a comment (kpt writes the comments heading a file there, above
+/// the item's first key), not a flow item, an anchor or a tag.
 fn starts_item(line: &[u8], dash: usize) -> bool {
     line.len() > dash + 2
         && line[..dash].iter().all(|&b| b == b' ')
         && &line[dash..dash + 2] == b"- "
-        && line[dash + 2].is_ascii_alphanumeric()
+        && (line[dash + 2].is_ascii_alphanumeric() || line[dash + 2] == b'#')
 }
 
 /// An item's line other than its first, two columns right of its `- `, with

@@ -564,10 +564,11 @@ fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::Pa
     let temp = target
         .path
         .with_file_name(format!(".{file_name}.nvcf-worker-{pid}.tmp"));
-    let mut linked = false;
+    // Whether `temp` names the file yet: only then is there anything to remove.
+    let mut named = false;
     let written = (|| {
-        let (mut f, unnamed) = open_temp(&target.path, &temp)?;
-        linked = !unnamed;
+        let mut f;
+        (f, named) = open_temp(&target.path, &temp)?;
         f.write_all(bytes)?;
         // Owner first: changing it clears the setuid and setgid bits, which the
         // mode then sets again.
@@ -580,16 +581,16 @@ fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::Pa
         // instead of an fsync per file, which was most of an in-place run's time.
         #[cfg(not(target_os = "linux"))]
         f.sync_all()?;
-        if !linked {
+        if !named {
             name_temp(&f, &temp)?;
-            linked = true;
+            named = true;
         }
         Ok(())
     })();
     match written {
         Ok(()) => Ok(temp),
         Err(e) => {
-            if linked {
+            if named {
                 let _ = std::fs::remove_file(&temp);
             }
             Err(Error::io(target.name, e))
@@ -600,7 +601,7 @@ fn write_beside(target: &Target, bytes: &[u8], pid: u32) -> Result<std::path::Pa
 /// Opens a new temporary file for `target`'s new content: on Linux an unnamed one
 /// in its directory (`O_TMPFILE`, named `temp` once written, see `name_temp`),
 /// else, or where the file system has no unnamed files, one created as `temp`.
-/// Returns the file and whether it is still unnamed.
+/// Returns the file and whether it is named `temp` already.
 ///
 /// Why unnamed: creating a named file holds its directory's lock while the file
 /// system finds a free inode, and ext4 without a journal walks past every inode
@@ -624,7 +625,7 @@ fn open_temp(
             .mode(0o600)
             .open(dir)
         {
-            Ok(f) => return Ok((f, true)),
+            Ok(f) => return Ok((f, false)),
             // The file system (or kernel) has no unnamed files: name it at once.
             Err(e)
                 if matches!(
@@ -638,7 +639,7 @@ fn open_temp(
         .write(true)
         .create_new(true)
         .open(temp)?;
-    Ok((f, false))
+    Ok((f, true))
 }
 
 /// Gives an unnamed temporary file (`open_temp`) its name `temp`, failing as a
@@ -1023,8 +1024,8 @@ mod tests {
             names.sort();
             names
         };
-        let (mut f, unnamed) = open_temp(&target, &temp).unwrap();
-        assert!(unnamed, "this file system has O_TMPFILE");
+        let (mut f, named) = open_temp(&target, &temp).unwrap();
+        assert!(!named, "this file system has O_TMPFILE");
         f.write_all(b"new\n").unwrap();
         assert_eq!(listed(), Vec::<String>::new());
         name_temp(&f, &temp).unwrap();
