@@ -519,15 +519,14 @@ impl<'t> Splicer<'t> {
             // blank or comment line between the dash and the content.
             let above = self.line_start(p - 1);
             let line = &self.text[above..p - 1];
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
             let lead = line.iter().take_while(|b| blank(b)).count();
-            match &line[lead..] {
+            match line[lead..].trim_ascii_end() {
                 [] | [b'#', ..] => p = above,
-                [b'-', rest @ ..] => {
-                    let after = rest.iter().position(|b| !blank(b)).map(|i| rest[i]);
-                    return matches!(after, None | Some(b'#'))
-                        .then_some(above + lead)
-                        .filter(|_| rest.is_empty() || blank(&rest[0]));
+                [b'-'] => return Some(above + lead),
+                [b'-', sep, rest @ ..]
+                    if blank(sep) && rest.trim_ascii_start().starts_with(b"#") =>
+                {
+                    return Some(above + lead)
                 }
                 _ => return None,
             }
