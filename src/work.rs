@@ -119,6 +119,42 @@ impl Workers {
             consume(&mut rx.into_iter())
         })
     }
+
+    /// Runs `work` on the calling thread, handing it `later`: each value given to
+    /// `later` is dropped on another thread while `work` goes on, for values whose
+    /// drop waits on a device (a replaced file's last close frees its space, see
+    /// `sink::replace_files`). Such drops wait rather than compute, so twice
+    /// `threads` threads drop; returns once all are dropped. On one thread a value
+    /// is dropped as it is given.
+    pub fn drop_behind<T: Send, R>(self, work: impl FnOnce(&mut dyn FnMut(T)) -> R) -> R {
+        if self.threads < 2 {
+            return work(&mut drop);
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<T>();
+        let rx = std::sync::Mutex::new(rx);
+        std::thread::scope(|s| {
+            for _ in 0..self.threads * 2 {
+                let rx = &rx;
+                s.spawn(move || loop {
+                    // The lock is held only to take one value; a closed, empty
+                    // channel ends the thread.
+                    let Ok(value) = rx.lock().map_err(drop).and_then(|r| r.recv().map_err(drop))
+                    else {
+                        break;
+                    };
+                    drop(value);
+                });
+            }
+            let r = work(&mut |value| {
+                // Only a thread that panicked hangs up: then drop it here.
+                if let Err(e) = tx.send(value) {
+                    drop(e.0);
+                }
+            });
+            drop(tx);
+            r
+        })
+    }
 }
 
 #[cfg(test)]
@@ -159,6 +195,41 @@ mod tests {
         assert_eq!(r, Err("stop"));
         assert_eq!(seen, 11);
         assert!(taken.load(Ordering::Relaxed) < items.len());
+    }
+
+    #[test]
+    fn drop_behind_drops_every_value_before_it_returns_and_off_the_calling_thread() {
+        struct Counted<'a>(
+            &'a AtomicUsize,
+            &'a std::sync::Mutex<Vec<std::thread::ThreadId>>,
+        );
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                self.1.lock().unwrap().push(std::thread::current().id());
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for threads in [1, 2] {
+            let (dropped, on) = (AtomicUsize::new(0), std::sync::Mutex::new(Vec::new()));
+            let given = Workers::new(threads).drop_behind(|later| {
+                for _ in 0..500 {
+                    later(Counted(&dropped, &on));
+                }
+                500
+            });
+            assert_eq!(
+                dropped.load(Ordering::Relaxed),
+                given,
+                "{threads} thread(s)"
+            );
+            let me = std::thread::current().id();
+            let here = on.lock().unwrap().iter().filter(|t| **t == me).count();
+            match threads {
+                1 => assert_eq!(here, 500, "one thread drops as given"),
+                _ => assert_eq!(here, 0, "{threads} threads drop off the calling thread"),
+            }
+        }
     }
 
     #[test]

@@ -314,3 +314,50 @@ fn a_file_named_without_a_directory_is_replaced_where_it_is() {
     assert_eq!(temps(tmp.path()), Vec::<String>::new());
     assert_eq!(walk(tmp.path()).len(), 1, "{:?}", walk(tmp.path()));
 }
+
+/// The replaced files are held open until renamed over (`sink::Held`), so a low
+/// limit on open files must not fail a run or change a file: with the hard limit
+/// at 300 most of 600 files are replaced without a hold, with only the soft one at
+/// 300 it is raised for the run. Every file comes out as in a run with no such
+/// limit, and no temporary file is left.
+#[test]
+fn in_place_replaces_every_file_under_a_low_open_file_limit() {
+    let files: Vec<(String, String)> = (0..600)
+        .map(|i| (format!("pkg/w{i:03}.yaml"), deployment(&format!("w{i}"))))
+        .collect();
+    let tree: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let in_place = |limits: &str| {
+        let tmp = temp_tree(&tree);
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{limits} exec \"$0\" inject -i -q -f \"$1\" --cluster-id c1"
+            ))
+            .arg(BIN)
+            .arg(tmp.path().join("pkg"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{limits}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(temps(tmp.path()), Vec::<String>::new(), "{limits}");
+        let texts: Vec<String> = files
+            .iter()
+            .map(|(rel, _)| std::fs::read_to_string(tmp.path().join(rel)).unwrap())
+            .collect();
+        texts
+    };
+    let unlimited = in_place("");
+    assert!(unlimited.iter().all(|t| t.contains("nvcf-worker-token")));
+    for limits in ["ulimit -n 300 &&", "ulimit -Sn 300 &&"] {
+        let got = in_place(limits);
+        for (i, (rel, _)) in files.iter().enumerate() {
+            assert_eq!(got[i], unlimited[i], "{limits} {rel}");
+        }
+    }
+}

@@ -409,7 +409,8 @@ pub fn write_edited(
 /// targets. On a failure before the renames, or SIGINT or SIGTERM, the temporary
 /// files are removed and no file has changed (a signal then ends the process as it
 /// would have). A target that is not a regular file, or has other hard links (a
-/// rename would split them), is refused first.
+/// rename would split them), is refused first. Each target is held open until
+/// renamed over, so that freeing it is not the rename's work (`Held`).
 pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> Result<()> {
     // Each target is looked up once: what is refused, where its real file is and
     // its owner, mode and file system all come from that one look.
@@ -417,6 +418,7 @@ pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> 
         .iter()
         .map(|(name, _)| Target::find(name))
         .collect::<Result<Vec<_>>>()?;
+    let mut held = Held::open(&targets);
     let guard = signals::Guard::install();
     let mut temps: Vec<std::path::PathBuf> = Vec::new();
     let cleanup = |temps: &[std::path::PathBuf]| {
@@ -454,18 +456,26 @@ pub fn replace_files(files: &[(&str, &[u8])], workers: crate::work::Workers) -> 
         cleanup(&temps);
         return Err(e);
     }
-    for (i, (temp, target)) in temps.iter().zip(&targets).enumerate() {
-        if let Err(e) = std::fs::rename(temp, &target.path) {
-            cleanup(&temps[i..]);
-            let done: Vec<String> = files[..i].iter().map(|(n, _)| n.to_string()).collect();
-            let name = target.path.display().to_string();
-            return Err(if done.is_empty() {
-                Error::io(name, e)
-            } else {
-                Error::io(format!("{name} (already replaced: {})", done.join(", ")), e)
-            });
+    // Each replaced file is let go behind its rename, freed on other threads
+    // while the renames go on (`Held`).
+    workers.drop_behind(|later| {
+        for (i, (temp, target)) in temps.iter().zip(&targets).enumerate() {
+            if let Err(e) = std::fs::rename(temp, &target.path) {
+                cleanup(&temps[i..]);
+                let done: Vec<String> = files[..i].iter().map(|(n, _)| n.to_string()).collect();
+                let name = target.path.display().to_string();
+                return Err(if done.is_empty() {
+                    Error::io(name, e)
+                } else {
+                    Error::io(format!("{name} (already replaced: {})", done.join(", ")), e)
+                });
+            }
+            if let Some(fd) = held.release(i) {
+                later(fd);
+            }
         }
-    }
+        Ok(())
+    })?;
     // A signal during the renames ends the process once they are all done.
     if guard.caught() {
         guard.reraise();
@@ -497,6 +507,141 @@ fn sync_written(targets: &[Target], temps: &[std::path::PathBuf]) -> Result<()> 
     #[cfg(not(target_os = "linux"))]
     let _ = (targets, temps);
     Ok(())
+}
+
+/// The files the renames will replace, held open (`O_PATH`: no access needed)
+/// from before the temporaries are written until each is renamed over.
+///
+/// Why: the rename that replaces a file drops its last link, and the file system
+/// then frees it inside `rename`, under the directory's lock, one file after the
+/// other. On ext4 without a journal, mounted with `discard`, each free waits for
+/// a discard on the device: renames were 145-185 ms of an in-place run on 2000
+/// files. Held, a file is freed at its last close, which `replace_files` leaves to
+/// other threads while the renames go on: 18 ms of renames, the frees beside them.
+/// Only where that was measured, ext4 and tmpfs: NFS and FUSE keep a replaced file
+/// that is still open under a hidden name (`.nfsXXXX`, `.fuse_hidden*`), which a
+/// crash would leave behind.
+///
+/// Taken on the calling thread before any worker starts, so that the descriptor
+/// table grows without waiting for other threads. If they would not fit under the
+/// soft limit on open files, it is raised toward the hard one (as Go raises it at
+/// start) and put back once they are let go; past the limit, files are replaced
+/// without a hold.
+struct Held {
+    fds: Vec<Option<std::os::fd::OwnedFd>>,
+    #[cfg(target_os = "linux")]
+    limit: Option<libc::rlimit>,
+}
+
+impl Held {
+    /// Descriptors left free for the rest of the run (the standard streams, a
+    /// temporary file per worker, the `syncfs`).
+    #[cfg(target_os = "linux")]
+    const SPARE: u64 = 256;
+
+    #[cfg(target_os = "linux")]
+    fn open(targets: &[Target]) -> Held {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let mut by_dev = std::collections::HashMap::new();
+        let wanted: Vec<bool> = targets
+            .iter()
+            .map(|t| {
+                *by_dev
+                    .entry(t.meta.dev())
+                    .or_insert_with(|| frees_in_rename(&t.path))
+            })
+            .collect();
+        let count = wanted.iter().filter(|w| **w).count() as u64;
+        let mut held = Held {
+            fds: Vec::with_capacity(targets.len()),
+            limit: None,
+        };
+        if count == 0 {
+            return held;
+        }
+        // SAFETY: getrlimit and setrlimit only fill or read the struct given.
+        let mut budget = unsafe {
+            let mut limit = std::mem::zeroed::<libc::rlimit>();
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                return held;
+            }
+            let want = count + Self::SPARE;
+            if limit.rlim_cur < want && limit.rlim_max > limit.rlim_cur {
+                let raised = libc::rlimit {
+                    rlim_cur: want.min(limit.rlim_max),
+                    rlim_max: limit.rlim_max,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                    held.limit = Some(limit);
+                    limit.rlim_cur = raised.rlim_cur;
+                }
+            }
+            limit.rlim_cur.saturating_sub(Self::SPARE)
+        };
+        for (target, wanted) in targets.iter().zip(wanted) {
+            let path = (wanted && budget > 0)
+                .then(|| std::ffi::CString::new(target.path.as_os_str().as_bytes()).ok())
+                .flatten();
+            // A file that cannot be held is replaced without: nothing is lost.
+            let fd = path.and_then(|path| {
+                // SAFETY: a NUL-terminated path; a descriptor returned is ours alone.
+                match unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) } {
+                    -1 => None,
+                    fd => Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }),
+                }
+            });
+            budget -= fd.is_some() as u64;
+            held.fds.push(fd);
+        }
+        held
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn open(_: &[Target]) -> Held {
+        Held { fds: Vec::new() }
+    }
+
+    /// Target `i`'s hold, to let go once it is renamed over.
+    fn release(&mut self, i: usize) -> Option<std::os::fd::OwnedFd> {
+        self.fds.get_mut(i).and_then(Option::take)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Holds still here close right after (their files were not replaced, so
+        // nothing is freed); until then the limit may be below them, which Linux
+        // allows.
+        if let Some(limit) = self.limit {
+            // SAFETY: only reads the struct given.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+        }
+    }
+}
+
+/// Whether `path` is on a file system that frees a replaced file inside `rename`
+/// and keeps one held open as an orphan, nothing more (see `Held`): ext4 (or ext2
+/// or ext3, which share its magic number) and tmpfs.
+#[cfg(target_os = "linux")]
+fn frees_in_rename(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a struct for statfs to fill.
+    let fs = unsafe {
+        let mut fs = std::mem::zeroed::<libc::statfs>();
+        if libc::statfs(path.as_ptr(), &mut fs) != 0 {
+            return false;
+        }
+        fs
+    };
+    [libc::EXT4_SUPER_MAGIC, libc::TMPFS_MAGIC]
+        .iter()
+        .any(|m| fs.f_type as u64 == *m as u64)
 }
 
 /// A file to replace: its name as given, its real file (a symlink is followed, so
@@ -1041,6 +1186,50 @@ mod tests {
         drop(g);
         assert_eq!(std::fs::read(&temp).unwrap(), b"new\n");
         assert_eq!(listed(), vec![".web.yaml.tmp".to_string()]);
+    }
+
+    /// A file renamed over while held stays, unlinked, until its hold is let go:
+    /// freeing it is the release's work, not the rename's.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_replaced_file_is_held_past_its_rename_until_released() {
+        let mut provoked = Vec::new();
+        for base in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+            if !base.is_dir() || !frees_in_rename(&base) {
+                continue;
+            }
+            let dir = tempfile::tempdir_in(&base).unwrap();
+            let names: Vec<String> = (0..3)
+                .map(|i| dir.path().join(format!("w{i}.yaml")).display().to_string())
+                .collect();
+            for n in &names {
+                std::fs::write(n, b"old\n").unwrap();
+            }
+            let targets: Vec<Target> = names.iter().map(|n| Target::find(n).unwrap()).collect();
+            let mut held = Held::open(&targets);
+            assert!(
+                held.fds.iter().all(Option::is_some),
+                "{base:?}: every file held"
+            );
+            let new = dir.path().join("new");
+            std::fs::write(&new, b"new\n").unwrap();
+            std::fs::rename(&new, &names[0]).unwrap();
+            let fd = held.release(0).expect("the first file's hold");
+            let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
+            // SAFETY: a valid descriptor and a struct for fstat to fill.
+            assert_eq!(
+                unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) },
+                0
+            );
+            assert_eq!(st.st_nlink, 0, "{base:?}: replaced, still held");
+            assert!(held.release(0).is_none(), "a hold is let go once");
+            assert_eq!(std::fs::read(&names[0]).unwrap(), b"new\n");
+            provoked.push(base);
+        }
+        assert!(
+            !provoked.is_empty(),
+            "neither the temp dir nor /dev/shm is ext4 or tmpfs"
+        );
     }
 
     #[test]
