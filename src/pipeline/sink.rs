@@ -528,7 +528,7 @@ fn sync_written(targets: &[Target], temps: &[std::path::PathBuf]) -> Result<()> 
 /// start) and put back once they are let go; past the limit, files are replaced
 /// without a hold.
 struct Held {
-    fds: Vec<Option<std::os::fd::OwnedFd>>,
+    fds: Vec<Option<std::fs::File>>,
     #[cfg(target_os = "linux")]
     limit: Option<libc::rlimit>,
 }
@@ -541,9 +541,7 @@ impl Held {
 
     #[cfg(target_os = "linux")]
     fn open(targets: &[Target]) -> Held {
-        use std::os::fd::FromRawFd;
-        use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let mut by_dev = std::collections::HashMap::new();
         let wanted: Vec<bool> = targets
             .iter()
@@ -581,19 +579,18 @@ impl Held {
             limit.rlim_cur.saturating_sub(Self::SPARE)
         };
         for (target, wanted) in targets.iter().zip(wanted) {
-            let path = (wanted && budget > 0)
-                .then(|| std::ffi::CString::new(target.path.as_os_str().as_bytes()).ok())
-                .flatten();
             // A file that cannot be held is replaced without: nothing is lost.
-            let fd = path.and_then(|path| {
-                // SAFETY: a NUL-terminated path; a descriptor returned is ours alone.
-                match unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) } {
-                    -1 => None,
-                    fd => Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }),
-                }
-            });
-            budget -= fd.is_some() as u64;
-            held.fds.push(fd);
+            let hold = (wanted && budget > 0)
+                .then(|| {
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_PATH)
+                        .open(&target.path)
+                        .ok()
+                })
+                .flatten();
+            budget -= hold.is_some() as u64;
+            held.fds.push(hold);
         }
         held
     }
@@ -604,7 +601,7 @@ impl Held {
     }
 
     /// Target `i`'s hold, to let go once it is renamed over.
-    fn release(&mut self, i: usize) -> Option<std::os::fd::OwnedFd> {
+    fn release(&mut self, i: usize) -> Option<std::fs::File> {
         self.fds.get_mut(i).and_then(Option::take)
     }
 }
@@ -1214,14 +1211,9 @@ mod tests {
             let new = dir.path().join("new");
             std::fs::write(&new, b"new\n").unwrap();
             std::fs::rename(&new, &names[0]).unwrap();
-            let fd = held.release(0).expect("the first file's hold");
-            let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
-            // SAFETY: a valid descriptor and a struct for fstat to fill.
-            assert_eq!(
-                unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) },
-                0
-            );
-            assert_eq!(st.st_nlink, 0, "{base:?}: replaced, still held");
+            let hold = held.release(0).expect("the first file's hold");
+            let links = std::os::unix::fs::MetadataExt::nlink(&hold.metadata().unwrap());
+            assert_eq!(links, 0, "{base:?}: replaced, still held");
             assert!(held.release(0).is_none(), "a hold is let go once");
             assert_eq!(std::fs::read(&names[0]).unwrap(), b"new\n");
             provoked.push(base);
