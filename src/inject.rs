@@ -647,9 +647,8 @@ fn check_pod_spec(
     if let Some(old) = p.own.clone() {
         return check_own_pod_spec(obj, spec, cfg, token, &old, p, findings);
     }
-    // What inject replaces is recorded, unless the account already is the identity;
-    // a record inject did not write is the guard's (NVW116), never kept.
-    // A reserved account is never recorded (the record would restore it, NVW116):
+    // What inject replaces is recorded; a record inject did not write is the
+    // guard's (NVW116), never kept. A reserved account is never recorded (the record would restore it, NVW116):
     // the one inject gives is its own, another is a forgery it replaces.
     let mut record = Record::default();
     record.values = identity::REPLACED_KEYS
@@ -746,6 +745,25 @@ fn check_pod_spec(
             .line(line(&volumes[*i])),
         ),
     }
+    plan_containers(obj, spec, cfg, ours.is_empty(), p, &mut record, findings);
+    if !record.is_empty() {
+        p.record = Some(record);
+    }
+}
+
+/// The containers inject gives the token (`p.containers`), the contract env
+/// their authors set (the record), and the conflicts of every container,
+/// left-out ones included.
+fn plan_containers(
+    obj: &Object,
+    spec: &Node,
+    cfg: &Config,
+    no_volume: bool,
+    p: &mut WorkloadPlan,
+    record: &mut Record,
+    findings: &mut Vec<Finding>,
+) {
+    let base = workload::dotted(p.spec_path);
     let skip = names_in(obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION));
     let mut lists = vec!["containers"];
     if cfg.include_init_containers {
@@ -772,7 +790,7 @@ fn check_pod_spec(
                     .env
                     .insert(c.str_at(&["name"]).unwrap_or("").to_string(), had);
             }
-            if workload::check_container(c).has_mount && ours.is_empty() {
+            if workload::check_container(c).has_mount && no_volume {
                 findings.push(
                     Finding::error(format!(
                         "the token is already mounted here by hand, but the workload is not inject's own output: inject writes the mount itself, and uninject would take out the one written here; remove it (and its volume {:?})",
@@ -788,9 +806,6 @@ fn check_pod_spec(
         if lists.contains(&list) {
             p.containers.push((list, chosen));
         }
-    }
-    if !record.is_empty() {
-        p.record = Some(record);
     }
 }
 
