@@ -7,7 +7,8 @@
 //! - a worker Deployment (the spec made to run as its workload's identity, with
 //!   its trio): the applier is admitted exactly when the guard finds no rule
 //!   enforced at admission, and refused with one of the rules the guard found;
-//!   the restricted user is refused, the agent admitted;
+//!   the restricted user is refused, the agent admitted; stored (by the agent),
+//!   `audit` finds on it exactly the guard's rules enforced in audit;
 //! - whatever inject accepts, its output is admitted from the applier;
 //! - a selected bare Pod is either mutated, then admitted and clean under the
 //!   guard, or left unmutated and refused with a rule id; it is mutated when
@@ -67,10 +68,15 @@ fn batch_of(objs: &[Value]) -> Batch {
 
 /// The rules the guard refuses `objs` with that admission enforces too.
 fn guard_rules(objs: &[Value]) -> BTreeSet<String> {
+    guard_rules_at(objs, Where::Admission)
+}
+
+/// The rules the guard refuses `objs` with that `at` enforces too.
+fn guard_rules_at(objs: &[Value], at: Where) -> BTreeSet<String> {
     let allow = guard::Allow {
         self_refs: &Default::default(),
     };
-    let admission: BTreeSet<&str> = rules::ids_at(Where::Admission, true).collect();
+    let admission: BTreeSet<&str> = rules::ids_at(at, true).collect();
     guard::check(&batch_of(objs), &allow)
         .into_iter()
         .filter(|f| f.severity == Severity::Error)
@@ -339,6 +345,7 @@ fn generated_pod_specs_get_one_verdict_from_the_guard_inject_and_both_policies()
     let started = std::time::Instant::now();
     let mut failures: Vec<String> = Vec::new();
     let (mut compared, mut admitted, mut mutated) = (0, 0, 0);
+    let mut audit_want: Vec<(String, BTreeSet<String>)> = Vec::new();
     for (b, chunk) in all.chunks(16).enumerate() {
         let origin: Vec<&String> = chunk.iter().map(|(o, _)| o).collect();
         let chunk: Vec<&PodSpec> = chunk.iter().map(|(_, s)| s).collect();
@@ -381,6 +388,27 @@ fn generated_pod_specs_get_one_verdict_from_the_guard_inject_and_both_policies()
         }
         let user = verdicts(&try_create(&who.user, &objs, true), &names);
         let agent = verdicts(&try_create(&who.agent, &objs, true), &names);
+        // Stored by the agent (exempt), without replicas, for audit below.
+        let stored: Vec<Value> = objs
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                if o["kind"] == "Deployment" {
+                    o["spec"]["replicas"] = json!(0);
+                    let name = o["metadata"]["name"].as_str().unwrap().to_string();
+                    let spec = chunk[names.iter().position(|n| *n == name).unwrap()];
+                    audit_want.push((
+                        name,
+                        guard_rules_at(
+                            &worker_objects(spec, &g, o["metadata"]["name"].as_str().unwrap()),
+                            Where::Audit,
+                        ),
+                    ));
+                }
+                o
+            })
+            .collect();
+        ok(&try_create(&who.agent, &stored, false));
         for (i, s) in chunk.iter().enumerate() {
             compared += 3;
             let spec = || {
@@ -503,6 +531,29 @@ fn generated_pod_specs_get_one_verdict_from_the_guard_inject_and_both_policies()
             }
         }
     }
+    // audit of the stored worker Deployments: the guard's rules enforced there.
+    let out = c.run(&["audit", "--cluster-id", CLUSTER_ID, "-o", "json"]);
+    let report: Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("audit -o json: {e}\n{}", stderr(&out)));
+    for (name, want) in &audit_want {
+        compared += 1;
+        let got: BTreeSet<String> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["severity"] == "error"
+                    && f["resource"]["kind"] == "Deployment"
+                    && f["resource"]["name"] == name.as_str()
+            })
+            .map(|f| f["rule"].as_str().unwrap().to_string())
+            .collect();
+        if &got != want {
+            failures.push(format!(
+                "audit of Deployment {name}: {got:?}, guard {want:?} (seed {seed})"
+            ));
+        }
+    }
     eprintln!(
         "token surface on the real API server: {n} specs (seed {seed}), {compared} verdicts compared, {admitted} worker Deployments admitted from the applier, {mutated} pods mutated, in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -512,6 +563,11 @@ fn generated_pod_specs_get_one_verdict_from_the_guard_inject_and_both_policies()
         "{} disagreements:\n{}",
         failures.len(),
         failures.join("\n\n")
+    );
+    assert!(
+        audit_want.iter().any(|(_, w)| w.is_empty())
+            && audit_want.iter().any(|(_, w)| !w.is_empty()),
+        "audit compared on clean and refused Deployments both"
     );
     assert!(
         admitted > 0 && admitted < n,
