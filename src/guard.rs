@@ -327,7 +327,6 @@ fn skipped<'a>(obj: &'a Object) -> Vec<&'a str> {
 /// transformer's output for `obj` (`recognize::problems`).
 fn spec_problems(obj: &Object, spec: &Node, account: &str) -> Vec<recognize::Problem> {
     let skip = skipped(obj);
-    let record = Record::of(obj.node).ok().flatten().unwrap_or_default();
     recognize::problems(
         spec,
         account,
@@ -335,7 +334,6 @@ fn spec_problems(obj: &Object, spec: &Node, account: &str) -> Vec<recognize::Pro
             token: workload::TokenWant::Contract,
             skip: &skip,
             any_untouched: false,
-            author_env: &record.env,
         },
     )
 }

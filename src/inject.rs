@@ -645,21 +645,22 @@ fn check_pod_spec(
     let base = workload::dotted(p.spec_path);
     let line = |n: &Node| n.line;
     if let Some(old) = p.own.clone() {
-        return check_own_pod_spec(obj, spec, cfg, token, &old, p);
+        return check_own_pod_spec(obj, spec, cfg, token, &old, p, findings);
     }
-    // What inject replaces is recorded, unless the account already is the identity;
-    // a record inject did not write is the guard's (NVW116), never kept.
+    // What inject replaces is recorded; a record inject did not write is the
+    // guard's (NVW116), never kept. A reserved account is never recorded (the record would restore it, NVW116):
+    // the one inject gives is its own, another is a forgery it replaces.
     let mut record = Record::default();
-    if spec.str_at(&["serviceAccountName"]) != Some(p.name.as_str()) {
-        record.values = identity::REPLACED_KEYS
-            .iter()
-            .filter_map(|k| Some((k.to_string(), to_json(spec.get(k)?))))
-            .filter(|(k, v)| !(k == "serviceAccount" && v.is_null()))
-            .collect();
-    }
+    record.values = identity::REPLACED_KEYS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), to_json(spec.get(k)?))))
+        .filter(|(k, v)| !(k == "serviceAccount" && v.is_null()))
+        .filter(|(_, v)| !v.as_str().is_some_and(|a| identity::is_reserved(a.trim())))
+        .collect();
+    ill_typed(spec, &base, findings);
     // A worker holds one token: inject does not turn a pod spec that already has
     // another, or an ephemeral container, into a worker's.
-    if let Some((field, line, audience)) = recognize::other_token(spec) {
+    if let Some((field, line, audience)) = recognize::other_token_with(spec, true) {
         findings.push(
             Finding::error(format!("a service account token (audience {audience:?}) is already projected here; inject would make it a second token of the worker account: remove it"))
                 .rule(rules::EXTRA_TOKEN)
@@ -674,7 +675,6 @@ fn check_pod_spec(
             token: workload::TokenWant::Any,
             skip: &[],
             any_untouched: true,
-            author_env: &Default::default(),
         },
     ) {
         findings.push(
@@ -723,7 +723,16 @@ fn check_pod_spec(
         .collect();
     match ours.as_slice() {
         [] => p.spec_changes = true,
-        [i] if workload::is_token_volume(&volumes[*i], &workload::TokenWant::Exact(token)) => {}
+        // Written by hand: uninject, which takes out the volume inject adds,
+        // could not give it back.
+        [i] if workload::is_token_volume(&volumes[*i], &workload::TokenWant::Exact(token)) => findings.push(
+            Finding::error(format!(
+                "volume {:?} is already here, but the workload is not inject's own output (its trio with the transformer's marks is not in the input): inject writes the volume and its mounts itself, and uninject would take out the ones written here; remove them, or run inject on its output together with its trio",
+                identity::TOKEN_VOLUME
+            ))
+            .field(format!("{base}.volumes[{i}]"))
+            .line(line(&volumes[*i])),
+        ),
         [.., i] => findings.push(
             Finding::error(format!(
                 "volume {:?} exists with other content{}; remove it or make it the projected token (audience {:?}, expirationSeconds {}, path token)",
@@ -736,19 +745,40 @@ fn check_pod_spec(
             .line(line(&volumes[*i])),
         ),
     }
+    plan_containers(obj, spec, cfg, ours.is_empty(), p, &mut record, findings);
+    if !record.is_empty() {
+        p.record = Some(record);
+    }
+}
+
+/// The containers inject gives the token (`p.containers`), the contract env
+/// their authors set (the record), and the conflicts of every container,
+/// left-out ones included.
+fn plan_containers(
+    obj: &Object,
+    spec: &Node,
+    cfg: &Config,
+    no_volume: bool,
+    p: &mut WorkloadPlan,
+    record: &mut Record,
+    findings: &mut Vec<Finding>,
+) {
+    let base = workload::dotted(p.spec_path);
     let skip = names_in(obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION));
     let mut lists = vec!["containers"];
     if cfg.include_init_containers {
         lists.push("initContainers");
     }
-    for list in lists {
+    for list in ["containers", "initContainers"] {
         let containers = spec.get(list).and_then(Node::items).unwrap_or(&[]);
         let mut chosen = Vec::new();
         for (ci, c) in containers.iter().enumerate() {
-            if c.str_at(&["name"]).is_some_and(|n| skip.contains(n)) {
+            let at = format!("{base}.{list}[{ci}]");
+            let skipped = c.str_at(&["name"]).is_some_and(|n| skip.contains(n));
+            if skipped || !lists.contains(&list) {
+                left_out(c, &at, skipped, findings);
                 continue;
             }
-            let at = format!("{base}.{list}[{ci}]");
             // The contract env its author set stays theirs: uninject leaves it.
             let had: Vec<String> = identity::env_vars()
                 .iter()
@@ -760,14 +790,99 @@ fn check_pod_spec(
                     .env
                     .insert(c.str_at(&["name"]).unwrap_or("").to_string(), had);
             }
+            if workload::check_container(c).has_mount && no_volume {
+                findings.push(
+                    Finding::error(format!(
+                        "the token is already mounted here by hand, but the workload is not inject's own output: inject writes the mount itself, and uninject would take out the one written here; remove it (and its volume {:?})",
+                        identity::TOKEN_VOLUME
+                    ))
+                    .field(at.clone())
+                    .line(c.line),
+                );
+            }
             p.spec_changes |= check_container(c, &at, findings);
             chosen.push(ci);
         }
-        p.containers.push((list, chosen));
+        if lists.contains(&list) {
+            p.containers.push((list, chosen));
+        }
     }
-    if !record.is_empty() {
-        p.record = Some(record);
+}
+
+/// The accounts and automount inject replaces and records for uninject hold
+/// what the API server takes (a string, a boolean, or null for unset): inject
+/// neither records nor replaces a value the API server would refuse.
+fn ill_typed(spec: &Node, base: &str, findings: &mut Vec<Finding>) {
+    for key in identity::REPLACED_KEYS {
+        let Some(v) = spec.get(key) else { continue };
+        let (ok, want) = match to_json(v) {
+            serde_json::Value::Null => (true, ""),
+            serde_json::Value::String(_) => {
+                (key != "automountServiceAccountToken", "true or false")
+            }
+            serde_json::Value::Bool(_) => (key == "automountServiceAccountToken", "a string"),
+            _ => (
+                false,
+                if key == "automountServiceAccountToken" {
+                    "true or false"
+                } else {
+                    "a string"
+                },
+            ),
+        };
+        if !ok {
+            findings.push(
+                Finding::error(format!(
+                    "{key} is {}, which the API server refuses: it takes {want}; write it so (inject records the value it replaces for uninject to restore)",
+                    to_json(v)
+                ))
+                .field(format!("{base}.{key}"))
+                .line(v.line),
+            );
+        }
     }
+}
+
+/// A container inject leaves without the token (skipped, or an init container
+/// when init containers are not included) must carry nothing of the contract:
+/// the contract's env without the token, or a mount where the token goes, is
+/// refused by the guard and the policies (NVW101). Inject refuses it rather than
+/// write such output; the author removes it, or stops leaving the container out.
+fn left_out(c: &Node, at: &str, skipped: bool, findings: &mut Vec<Finding>) {
+    let check = workload::check_container(c);
+    if recognize::untouched(&check) {
+        return;
+    }
+    let why = if skipped {
+        format!("is skipped ({})", identity::SKIP_CONTAINERS_ANNOTATION)
+    } else {
+        "is an init container and init containers are not included (includeInitContainers)".into()
+    };
+    let env = c.get("env").and_then(Node::items).unwrap_or(&[]);
+    let set = env.iter().enumerate().find(|(_, e)| {
+        identity::env_vars()
+            .iter()
+            .any(|(n, _)| e.str_at(&["name"]) == Some(*n))
+    });
+    let (field, line, what) = match (check.problems.first(), set) {
+        (Some(pr), _) => (pr.field.clone(), pr.line, pr.message.clone()),
+        (None, Some((i, e))) => (
+            format!("env[{i}]"),
+            e.line,
+            format!("it sets {} itself", e.str_at(&["name"]).unwrap_or("")),
+        ),
+        (None, None) => (String::new(), c.line, "it mounts the worker token".into()),
+    };
+    let name = c.str_at(&["name"]).unwrap_or("");
+    findings.push(
+        Finding::error(format!(
+            "container {name:?} {why}, but {what}: a container left without the worker token carries nothing of the contract (the guard refuses it, {}); remove that, or do not leave the container out",
+            rules::POD_SPEC_ACCOUNT
+        ))
+        .rule(rules::POD_SPEC_ACCOUNT)
+        .field(if field.is_empty() { at.to_string() } else { format!("{at}.{field}") })
+        .line(line),
+    );
 }
 
 /// Brings the transformer's own output to the current config: the identity's name,
@@ -780,6 +895,7 @@ fn check_own_pod_spec(
     token: &TokenSpec,
     old: &str,
     p: &mut WorkloadPlan,
+    findings: &mut Vec<Finding>,
 ) {
     if old != p.name {
         p.changes.push(format!("identity {old} -> {}", p.name));
@@ -811,6 +927,8 @@ fn check_own_pod_spec(
         }
     }
     let skip = names_in(obj.annotation(identity::SKIP_CONTAINERS_ANNOTATION));
+    let authors = Record::of(obj.node).ok().flatten().unwrap_or_default().env;
+    let base = workload::dotted(p.spec_path);
     for list in ["containers", "initContainers"] {
         let included = list == "containers" || cfg.include_init_containers;
         let containers = spec.get(list).and_then(Node::items).unwrap_or(&[]);
@@ -825,6 +943,19 @@ fn check_own_pod_spec(
                     p.spec_changes = true;
                     add.push(ci);
                 }
+                // Stripped, the env its author set would stay without the token.
+                (false, true) if authors.contains_key(name) => findings.push(
+                    Finding::error(format!(
+                        "{list} {name:?} would be left without the worker token ({}), but its author set {} itself (recorded in {}): a container left without the token carries nothing of the contract (the guard refuses it, {}); remove that env first, or keep the container in",
+                        if included { "skipped" } else { "init containers not included" },
+                        authors[name].join(", "),
+                        identity::REPLACED_ANNOTATION,
+                        rules::POD_SPEC_ACCOUNT
+                    ))
+                    .rule(rules::POD_SPEC_ACCOUNT)
+                    .field(format!("{base}.{list}[{ci}]"))
+                    .line(c.line),
+                ),
                 (false, true) => {
                     p.changes.push(format!(
                         "token removed from {list} {name:?} ({})",

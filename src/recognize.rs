@@ -24,8 +24,6 @@ pub struct Surface<'a> {
     /// Any container may be left without the token (uninject: an earlier config
     /// may have skipped it), not only skipped ones and init containers.
     pub any_untouched: bool,
-    /// The contract env the author had set themselves, per container (the record).
-    pub author_env: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// Something in a pod spec that is not the transformer's output, with the rule
@@ -171,7 +169,7 @@ impl Check {
                         let check = workload::check_container(c);
                         let optional =
                             s.any_untouched || list == "initContainers" || s.skip.contains(&name);
-                        if check.exact() || optional && untouched(&check, s.author_env.get(name)) {
+                        if check.exact() || optional && untouched(&check) {
                             continue;
                         }
                         let (field, line, message) = match check.problems.first() {
@@ -240,14 +238,15 @@ impl Check {
     }
 }
 
-/// Nothing of the contract in a container but the env its author set themselves.
-fn untouched(check: &workload::ContainerCheck, author: Option<&Vec<String>>) -> bool {
-    let had = |var: &str| author.is_some_and(|a| a.iter().any(|x| x == var));
+/// Nothing of the contract in a container: no token mount, no mount that may
+/// land in the token directory, none of the contract's env. The record's author
+/// env does not count: inject refuses to leave a container it set that env in
+/// without the token, so no face needs to read the record to judge a container
+/// (CEL cannot parse it).
+pub fn untouched(check: &workload::ContainerCheck) -> bool {
     !check.has_mount
         && check.problems.is_empty()
-        && identity::env_vars()
-            .iter()
-            .all(|(var, _)| check.missing_env.contains(var) != had(var))
+        && check.missing_env.len() == identity::env_vars().len()
 }
 
 /// The volume the ServiceAccount admission plugin adds, before any admission
@@ -258,9 +257,15 @@ pub const API_ACCESS_PREFIX: &str = "kube-api-access-";
 /// A service account token projected by a volume other than the contract's:
 /// its field, line and audience.
 pub fn other_token(spec: &Node) -> Option<(String, u32, String)> {
-    let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
     let automount_off = spec.get("automountServiceAccountToken").map(to_json)
         == Some(serde_json::Value::Bool(false));
+    other_token_with(spec, automount_off)
+}
+
+/// `other_token` of the spec once automount is `automount_off` (inject turns
+/// it off: an API token volume the author wrote is then a second token).
+pub fn other_token_with(spec: &Node, automount_off: bool) -> Option<(String, u32, String)> {
+    let volumes = spec.get("volumes").and_then(Node::items).unwrap_or(&[]);
     volumes.iter().enumerate().find_map(|(i, v)| {
         let name = v.str_at(&["name"]).unwrap_or("");
         if name == identity::TOKEN_VOLUME || name.starts_with(API_ACCESS_PREFIX) && !automount_off {
@@ -316,7 +321,8 @@ impl Record {
     }
 
     /// The record of a workload's root, judged: only the contract's keys, only
-    /// values the guard accepts (never a reserved account, automount a boolean).
+    /// values the guard accepts (never a reserved account, automount a boolean;
+    /// null where the key was written unset).
     /// None when there is none.
     pub fn of(root: &Node) -> Result<Option<Record>, String> {
         let Some(v) = root.path(&["metadata", "annotations", identity::REPLACED_ANNOTATION]) else {
@@ -354,9 +360,11 @@ impl Record {
                         ))
                     }
                     Some(_) => {}
+                    None if v.is_null() => {}
                     None => return bad(format!("has a {k} that is not a string")),
                 },
-                "automountServiceAccountToken" if v.is_boolean() => {}
+                // null: written unset (`automountServiceAccountToken: null`).
+                "automountServiceAccountToken" if v.is_boolean() || v.is_null() => {}
                 "automountServiceAccountToken" => {
                     return bad(
                         "has an automountServiceAccountToken that is not true or false".into(),
@@ -411,6 +419,7 @@ impl Record {
 /// CEL spellings shared by the recognizer and the policy.
 pub mod cel {
     use crate::identity as id;
+    use crate::workload::TokenDir;
 
     /// A CEL string literal.
     pub fn lit(s: &str) -> String {
@@ -431,17 +440,7 @@ pub mod cel {
         )
     }
 
-    pub fn regex_escape(s: &str) -> String {
-        s.chars()
-            .flat_map(|c| {
-                let special = "\\.+*?()|[]{}^$".contains(c);
-                special
-                    .then_some('\\')
-                    .into_iter()
-                    .chain(std::iter::once(c))
-            })
-            .collect()
-    }
+    pub use crate::workload::regex_escape;
 
     pub fn annotation(meta: &str, key: &str) -> String {
         format!(
@@ -464,28 +463,24 @@ pub mod cel {
         )
     }
 
-    /// A path at or under the token directory, allowing the `//` and `/./`
-    /// Kubernetes would resolve to it; any `..` counts as possibly there
-    /// (`workload::in_token_dir`).
+    /// A mount path that may land at or under the token directory: at or under
+    /// it, or with a `..` segment (`workload::TokenDir`, `workload::in_token_dir`).
     pub fn in_token_dir(p: &str) -> String {
-        let segments: Vec<String> = id::TOKEN_MOUNT_PATH
-            .trim_start_matches('/')
-            .split('/')
-            .map(regex_escape)
-            .collect();
-        let re = format!("^(/+\\.)*/+{}(/.*)?$", segments.join("(/+\\.)*/+"));
-        format!("({p}.matches({}) || {p}.contains('..'))", lit(&re))
+        format!(
+            "({p}.matches({}) || {p}.matches({}))",
+            lit(&TokenDir::at_or_under()),
+            lit(TokenDir::DOT_DOT)
+        )
     }
 
-    /// `p` is the token directory itself (`workload::normalize_path`).
+    /// `p` is the token directory itself, with no `..` segment
+    /// (`workload::TokenDir::reach` is `Reach::Exact`).
     fn token_dir_exact(p: &str) -> String {
-        let segments: Vec<String> = id::TOKEN_MOUNT_PATH
-            .trim_start_matches('/')
-            .split('/')
-            .map(regex_escape)
-            .collect();
-        let re = format!("^(/+\\.)*/+{}(/+\\.?)*$", segments.join("(/+\\.)*/+"));
-        format!("{p}.matches({})", lit(&re))
+        format!(
+            "({p}.matches({}) && !{p}.matches({}))",
+            lit(&TokenDir::exact()),
+            lit(TokenDir::DOT_DOT)
+        )
     }
 
     /// A container `c` carries exactly the contract's token mount and env
@@ -496,7 +491,7 @@ pub mod cel {
             format!("has({c}.volumeMounts)"),
             format!("{c}.volumeMounts.filter(m, m.name == {tv}).size() == 1"),
             format!(
-                "{c}.volumeMounts.exists(m, m.name == {tv} && {} && has(m.readOnly) && m.readOnly == true && !has(m.subPath) && !has(m.subPathExpr))",
+                "{c}.volumeMounts.exists(m, m.name == {tv} && {} && has(m.readOnly) && m.readOnly == true && !(has(m.subPath) && m.subPath != '') && !(has(m.subPathExpr) && m.subPathExpr != ''))",
                 token_dir_exact("m.mountPath")
             ),
             format!(
@@ -574,6 +569,7 @@ mod tests {
         for fine in [
             r#"{"serviceAccountName":"nvcf-workers"}"#,
             r#"{"automountServiceAccountToken":false}"#,
+            r#"{"automountServiceAccountToken":null,"serviceAccountName":null}"#,
             r#"{}"#,
         ] {
             assert!(Record::parse(fine).is_ok(), "{fine}");

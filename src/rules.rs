@@ -112,7 +112,7 @@ pub const RULES: &[Rule] = &[
         name: "ForgedWorkerServiceAccount",
         severity: Severity::Error,
         short: "A pod spec runs as an NVCF worker account it does not own",
-        full: "A pod spec (in any workload kind, List item or custom resource) sets serviceAccountName or serviceAccount to nvcf-worker-*. Worker accounts belong to the worker identity that NVCA or the transformer derives for one workload; another pod using one would act as that worker.",
+        full: "A pod spec (in any workload kind, List item or custom resource) sets serviceAccountName or serviceAccount to nvcf-worker-*. Worker accounts belong to the worker identity that NVCA or the transformer derives for one workload; another pod using one would act as that worker. In the exemption, mount paths are read as the kubelet resolves them (relative against /, empty and . segments dropped); a path with a .. segment counts as possibly the token directory and never as the token's own mount, because the admission policies' CEL cannot resolve .., and every face must give the same verdict.",
         help: "Use another service account, or let `kubectl nvcf-worker inject` (or the KRM function) give the workload its own identity together with its ServiceAccount, Role and RoleBinding.",
         reads: "pod specs: serviceAccountName, serviceAccount; the exemption reads the trio and the token surface",
         at: &[Where::Manifest, Where::Admission, Where::Audit],

@@ -76,12 +76,10 @@ pub fn recognise(obj: &Object, trios: &Trios) -> Recognition {
         return look_alike(format!("its trio is marked for {}", marks.describe()));
     }
     // Any audience and lifetime (an older config's), any container left out.
-    let record = Record::of(obj.node).ok().flatten().unwrap_or_default();
     let surface = recognize::Surface {
         token: TokenWant::Any,
         skip: &[],
         any_untouched: true,
-        author_env: &record.env,
     };
     match recognize::problems(spec, account, &surface).first() {
         Some(p) => look_alike(p.message.clone()),

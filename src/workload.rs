@@ -44,27 +44,99 @@ pub fn label_map(labels: Option<&Node>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A mount path as the container runtime resolves it: `/var/run/secrets//tokens/.`
-/// is `/var/run/secrets/tokens`.
-pub fn normalize_path(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    format!("/{}", parts.join("/"))
+/// Where a mount path lands beside the token directory, as the kubelet and the
+/// container runtime resolve it: a relative path against `/`, empty and `.`
+/// segments dropped. A `..` segment is never resolved: CEL (the policies) has no
+/// way to, so every face takes such a path as possibly the token directory and
+/// never as its exact mount (`TokenDir`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Not at or under the token directory.
+    Outside,
+    /// The token directory itself.
+    Exact,
+    /// Under the token directory.
+    Under,
+    /// A `..` segment: where it lands is not decided.
+    Unresolved,
 }
 
-/// Whether a mount lands on the token directory or inside it (where a volume or a
-/// `subPath` file would stand in for the projected token).
+/// The one definition of the token directory's paths, as regular expressions
+/// (RE2 syntax, the same in Rust's `regex` and the API server's CEL `matches`):
+/// the Rust checks match them and `recognize::cel` renders them into both
+/// policies, so every face reads a mount path the same way.
+pub struct TokenDir;
+
+impl TokenDir {
+    /// Before the first segment: nothing, `/`, `./`, in any mix.
+    const LEAD: &'static str = "^(/|\\./)*";
+    /// Between two segments: a `/`, then any mix of `/` and `./`.
+    const SEP: &'static str = "/(/|\\./)*";
+
+    fn segments() -> String {
+        let segs: Vec<String> = identity::TOKEN_MOUNT_PATH
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(regex_escape)
+            .collect();
+        format!("{}{}", Self::LEAD, segs.join(Self::SEP))
+    }
+
+    /// The token directory itself (trailing `/` and `/.` allowed).
+    pub fn exact() -> String {
+        format!("{}(/\\.?)*$", Self::segments())
+    }
+
+    /// At or under the token directory.
+    pub fn at_or_under() -> String {
+        format!("{}(/.*)?$", Self::segments())
+    }
+
+    /// A `..` segment anywhere.
+    pub const DOT_DOT: &'static str = "(^|/)\\.\\.(/|$)";
+
+    /// Where `path` lands.
+    pub fn reach(path: &str) -> Reach {
+        use std::sync::OnceLock;
+        static RES: OnceLock<[regex::Regex; 3]> = OnceLock::new();
+        let [dot_dot, exact, at_or_under] = RES.get_or_init(|| {
+            [
+                TokenDir::DOT_DOT.to_string(),
+                TokenDir::exact(),
+                TokenDir::at_or_under(),
+            ]
+            .map(|r| regex::Regex::new(&r).expect("token directory patterns compile"))
+        });
+        if dot_dot.is_match(path) {
+            Reach::Unresolved
+        } else if exact.is_match(path) {
+            Reach::Exact
+        } else if at_or_under.is_match(path) {
+            Reach::Under
+        } else {
+            Reach::Outside
+        }
+    }
+}
+
+/// `s` as a literal in an RE2 pattern.
+pub fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+/// Whether a mount may land on the token directory or inside it (where a volume
+/// or a `subPath` file would stand in for the projected token): at or under it,
+/// or not decided (`..`).
 pub fn in_token_dir(path: &str) -> bool {
-    let p = normalize_path(path);
-    p == identity::TOKEN_MOUNT_PATH || p.starts_with(&format!("{}/", identity::TOKEN_MOUNT_PATH))
+    TokenDir::reach(path) != Reach::Outside
 }
 
 /// Something in a pod spec that contradicts the worker identity contract.
@@ -91,6 +163,15 @@ impl ContainerCheck {
     }
 }
 
+/// Whether a mount sets `subPath` or `subPathExpr` (an empty one is no subPath:
+/// the API server drops it).
+pub fn sub_path(m: &Node) -> bool {
+    ["subPath", "subPathExpr"].iter().any(|k| {
+        m.get(k)
+            .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+    })
+}
+
 /// Checks a container's token mount and env as Kubernetes resolves them: paths
 /// after normalisation, any mount at or under the token directory (subPath
 /// included), and every env entry of a name (Kubernetes uses the last).
@@ -103,10 +184,7 @@ pub fn check_container(c: &Node) -> ContainerCheck {
         let field = format!("volumeMounts[{mi}]");
         if name == Some(identity::TOKEN_VOLUME) {
             let read_only = m.get("readOnly").map(to_json) == Some(serde_json::Value::Bool(true));
-            let exact = normalize_path(path) == identity::TOKEN_MOUNT_PATH
-                && read_only
-                && m.get("subPath").is_none()
-                && m.get("subPathExpr").is_none();
+            let exact = TokenDir::reach(path) == Reach::Exact && read_only && !sub_path(m);
             if exact && !out.has_mount {
                 out.has_mount = true;
                 continue;
@@ -122,11 +200,16 @@ pub fn check_container(c: &Node) -> ContainerCheck {
                 ),
             });
         } else if in_token_dir(path) {
+            let (why, fix) = if TokenDir::reach(path) == Reach::Unresolved {
+                ("with a '..' segment the admission policies cannot resolve, so possibly at or under", "write the path without '..'")
+            } else {
+                ("at or under", "move it")
+            };
             out.problems.push(Problem {
                 field,
                 line: m.line,
                 message: format!(
-                    "volume {:?} is mounted at {path:?}, at or under {} where the worker token goes; a file there would stand in for the token: move it",
+                    "volume {:?} is mounted at {path:?}, {why} {} where the worker token goes; a file there would stand in for the token: {fix}",
                     name.unwrap_or(""),
                     identity::TOKEN_MOUNT_PATH
                 ),
@@ -321,6 +404,61 @@ fn walk<'a>(n: &'a Node, path: &mut Vec<Step<'a>>, out: &mut Vec<(String, &'a No
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the kubelet makes of a path, by segments: relative against `/`, empty
+    /// and `.` segments dropped; a `..` segment undecided (`TokenDir`).
+    fn by_segments(path: &str) -> Reach {
+        let segs: Vec<&str> = path
+            .split('/')
+            .filter(|s| !s.is_empty() && *s != ".")
+            .collect();
+        let dir: Vec<&str> = identity::TOKEN_MOUNT_PATH
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
+        if segs.contains(&"..") {
+            Reach::Unresolved
+        } else if segs == dir {
+            Reach::Exact
+        } else if segs.starts_with(&dir) {
+            Reach::Under
+        } else {
+            Reach::Outside
+        }
+    }
+
+    proptest::proptest! {
+        /// The patterns both policies render mean the segments' reading, over
+        /// paths made of the token directory's segments, `.`, `..`, look-alikes
+        /// and slashes.
+        #[test]
+        fn the_token_dir_patterns_read_paths_by_segments(parts in proptest::collection::vec(
+            proptest::sample::select(vec!["/", "//", ".", "..", "var", "run", "secrets", "tokens", "tokens2", "..cache", "x", "./", "/.", "..."]), 0..12)) {
+            let path = parts.concat();
+            proptest::prop_assert_eq!(TokenDir::reach(&path), by_segments(&path), "{:?}", path);
+        }
+    }
+
+    #[test]
+    fn relative_dotted_and_look_alike_paths() {
+        use Reach::*;
+        for (path, want) in [
+            ("/var/run/secrets/tokens", Exact),
+            ("var/run/secrets/tokens", Exact),
+            ("./var/run/secrets//tokens/./", Exact),
+            ("var/run/secrets/tokens/token", Under),
+            ("/var/run/secrets/tokens/x/..", Unresolved),
+            ("/data/../var/run/secrets/tokens", Unresolved),
+            ("/data/..cache", Outside),
+            ("/cache...", Outside),
+            ("/var/run/secrets", Outside),
+            ("/var/run/secrets/tokens2", Outside),
+            ("/.var/run/secrets/tokens", Outside),
+        ] {
+            assert_eq!(TokenDir::reach(path), want, "{path}");
+            assert_eq!(by_segments(path), want, "{path}");
+        }
+    }
     use crate::manifest::parse_stream;
 
     #[test]

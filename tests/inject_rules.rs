@@ -563,6 +563,83 @@ fn skip_containers_annotation_leaves_named_containers_alone() {
     }
 }
 
+/// inject never writes what its guard refuses (issue 44): a container it leaves
+/// out (skipped, or an init container when init containers are not included)
+/// that carries the contract's env or a mount where the token goes is refused,
+/// naming the field; so is an account or automount the API server would refuse.
+#[test]
+fn a_left_out_container_with_the_contract_and_ill_typed_fields_are_refused() {
+    let sidecar = "containers:\n- name: app\n  image: x\n- name: side\n  image: x\n  env:\n  - name: NVCF_IDENTITY_SOURCE\n    value: psat\n";
+    let skipped = workload("Deployment", "web", "ns", true, sidecar).replacen(
+        "  labels:\n",
+        "  annotations:\n    nvcf.io/skip-containers: side\n  labels:\n",
+        1,
+    );
+    assert_conflict(
+        &skipped,
+        "container \"side\" is skipped (nvcf.io/skip-containers), but it sets NVCF_IDENTITY_SOURCE itself",
+    );
+    let out = inject(&skipped, &[]);
+    assert!(
+        out.stderr
+            .contains("spec.template.spec.containers[1].env[0]"),
+        "{out}"
+    );
+    let init = "initContainers:\n- name: init\n  image: x\n  volumeMounts:\n  - name: d\n    mountPath: var/run/secrets/tokens\ncontainers:\n- name: app\n  image: x\nvolumes:\n- name: d\n  emptyDir: {}\n";
+    assert_conflict(
+        &workload("Deployment", "web", "ns", true, init),
+        "container \"init\" is an init container and init containers are not included",
+    );
+    // Included, the same init container is a conflict of its own (a relative
+    // path over the token directory), not a skipped one's.
+    let out = inject(
+        &workload("Deployment", "web", "ns", true, init),
+        &["--include-init-containers"],
+    );
+    out.code(1);
+    assert!(
+        out.stderr
+            .contains("is mounted at \"var/run/secrets/tokens\", at or under"),
+        "{out}"
+    );
+    for (field, value, says) in [
+        ("automountServiceAccountToken", "\"true\"", "automountServiceAccountToken is \"true\", which the API server refuses: it takes true or false"),
+        ("serviceAccountName", "7", "serviceAccountName is 7, which the API server refuses: it takes a string"),
+    ] {
+        let spec = format!("{field}: {value}\ncontainers:\n- name: app\n  image: x\n");
+        assert_conflict(&workload("Deployment", "web", "ns", true, &spec), says);
+    }
+    // `null` is unset to the API server: recorded as written, given back.
+    let spec = "automountServiceAccountToken: null\ncontainers:\n- name: app\n  image: x\n";
+    let input = workload("Deployment", "web", "ns", true, spec);
+    let out = inject(&input, &[]);
+    out.ok();
+    run(&["validate", "-"], &out.stdout).ok();
+    let back = run(&["uninject", "-f", "-"], &out.stdout);
+    back.ok();
+    assert_eq!(back.stdout, input);
+}
+
+/// A '..' segment: `/data/..cache` is an ordinary name; `/data/../x` may be
+/// anywhere, so inject refuses it as possibly the token directory, as the
+/// policies' CEL must.
+#[test]
+fn mount_paths_with_dot_dot_segments_are_refused_and_look_alikes_pass() {
+    let spec = |path: &str| {
+        format!("containers:\n- name: app\n  image: x\n  volumeMounts:\n  - name: d\n    mountPath: {path}\nvolumes:\n- name: d\n  emptyDir: {{}}\n")
+    };
+    let out = inject(
+        &workload("Deployment", "web", "ns", true, &spec("/data/..cache")),
+        &[],
+    );
+    out.ok();
+    run(&["validate", "-"], &out.stdout).ok();
+    assert_conflict(
+        &workload("Deployment", "web", "ns", true, &spec("/data/../cache")),
+        "with a '..' segment the admission policies cannot resolve",
+    );
+}
+
 #[test]
 fn init_containers_only_when_asked() {
     let spec = "initContainers:\n- name: init\n  image: x\ncontainers:\n- name: app\n  image: x\n";
@@ -1271,19 +1348,34 @@ fn conflicts_are_resolved_as_kubernetes_resolves_them() {
         &workload("Deployment", "web", "ns", true, dup),
         "env NVCF_IDENTITY_SOURCE is set 2 times",
     );
-    // A fake token file by subPath, a mount under the token directory, and paths
-    // that normalise to it.
-    for (path, sub) in [
-        ("/var/run/secrets/tokens/token", "\n    subPath: token"),
-        ("/var/run/secrets/tokens/extra", ""),
-        ("/var/run/secrets//tokens", ""),
-        ("/var/run/secrets/./tokens/", ""),
-        ("/var/run/secrets/x/../tokens", ""),
+    // A fake token file by subPath, a mount under the token directory, paths
+    // that resolve to it (relative ones against `/`), and `..` anywhere (which
+    // CEL cannot resolve: possibly there, for every face).
+    for (path, sub, why) in [
+        (
+            "/var/run/secrets/tokens/token",
+            "\n    subPath: token",
+            "at or under",
+        ),
+        ("/var/run/secrets/tokens/extra", "", "at or under"),
+        ("/var/run/secrets//tokens", "", "at or under"),
+        ("/var/run/secrets/./tokens/", "", "at or under"),
+        ("var/run/secrets/tokens", "", "at or under"),
+        (
+            "/var/run/secrets/x/../tokens",
+            "",
+            "with a '..' segment the admission policies cannot resolve, so possibly at or under",
+        ),
+        (
+            "/data/../elsewhere",
+            "",
+            "with a '..' segment the admission policies cannot resolve, so possibly at or under",
+        ),
     ] {
         let spec = format!("containers:\n- name: app\n  image: x\n  volumeMounts:\n  - name: fake\n    mountPath: {path}{sub}\nvolumes:\n- name: fake\n  configMap: {{name: fake}}\n");
         assert_conflict(
             &workload("Deployment", "web", "ns", true, &spec),
-            &format!("volume \"fake\" is mounted at {path:?}, at or under /var/run/secrets/tokens"),
+            &format!("volume \"fake\" is mounted at {path:?}, {why} /var/run/secrets/tokens"),
         );
     }
     // Look-alikes pass: another env name, a mount beside the directory.

@@ -36,3 +36,5 @@ mod live_mutating;
 mod live_policy;
 #[path = "../live_properties.rs"]
 mod live_properties;
+#[path = "../live_surface.rs"]
+mod live_surface;

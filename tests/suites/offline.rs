@@ -37,6 +37,8 @@ mod reconcile;
 mod sarif;
 #[path = "../streaming.rs"]
 mod streaming;
+#[path = "../token_surface.rs"]
+mod token_surface;
 
 /// With `autotests = false`, a test file nobody lists would never run: every
 /// `tests/*.rs` is a `[[test]]` of Cargo.toml or a module of exactly one suite.

@@ -7,6 +7,7 @@
 pub mod cases;
 #[path = "oracle.rs"]
 pub mod oracle;
+pub mod surface;
 pub mod tricks;
 
 use std::io::Write;
