@@ -527,7 +527,7 @@ fn forbidden_stops_with_the_missing_permission() {
     c.create(json!({"apiVersion": RBAC, "kind": "Role",
         "metadata": {"name": "cleanup-but-rolebindings", "namespace": ns},
         "rules": [
-            {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers", "podtemplates"], "verbs": ["list"]},
             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["list"]},
