@@ -6,6 +6,9 @@
 //! would make (dry run, through admission: the mutating policy and the
 //! ServiceAccount plugin), and that whatever nothing can use any more is gone.
 //!
+//! Pods made while a cleanup runs (each object's next pod, for real) are
+//! checked the same way.
+//!
 //! Its own control plane, one test at a time: a mutating policy sees every pod
 //! of the cluster, and cleanup reads every policy of the tool.
 
@@ -111,17 +114,24 @@ enum Admitted {
 }
 
 fn try_pod(c: &Cluster, ns: &str, template: &Value) -> Admitted {
+    pod_from(c, ns, template, true)
+}
+
+/// A pod made from `template` in `ns` (dry run, or for real as a controller's
+/// next pod), and how the API server answered.
+fn pod_from(c: &Cluster, ns: &str, template: &Value, dry_run: bool) -> Admitted {
     let mut meta = template["metadata"].clone();
     if meta.is_null() {
         meta = json!({});
     }
-    meta["generateName"] = json!("probe-");
+    meta["generateName"] = json!(if dry_run { "probe-" } else { "next-" });
     let mut spec = template["spec"].clone();
     spec["restartPolicy"] = json!("Never");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec});
+    let query = if dry_run { "?dryRun=All" } else { "" };
     match c.admin.call(
         "POST",
-        &format!("/api/v1/namespaces/{ns}/pods?dryRun=All"),
+        &format!("/api/v1/namespaces/{ns}/pods{query}"),
         Some(&pod),
     ) {
         Ok(p) => Admitted::As(
@@ -665,12 +675,60 @@ fn cleanup_and_check(c: &Cluster, w: &World) -> Result<(), String> {
     let before = identities(c, w);
     let mut outs = String::new();
     for run in 0..2 {
-        for ns in &w.namespaces {
-            let out = c.run(&["cleanup", "-n", ns, "--min-age", "0s", "--yes"]);
+        // While the first run goes on, each object makes its next pod for real,
+        // as its controller (or the agent) would: none may be refused for an
+        // account it names or is given.
+        let kubeconfig = &c.kubeconfig;
+        let (runs, made) = std::thread::scope(|s| {
+            let runs = s.spawn(|| {
+                w.namespaces
+                    .iter()
+                    .map(|ns| {
+                        run_with(
+                            kubeconfig,
+                            &["cleanup", "-n", ns, "--min-age", "0s", "--yes"],
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let made: Vec<(String, Admitted)> = if run == 0 {
+                w.objects
+                    .iter()
+                    .filter_map(|o| {
+                        let ns = &w.namespaces[o.ns];
+                        let stored = c.get(api_version(o.kind), o.kind, Some(ns), &o.name)?;
+                        let who = format!("{} {ns}/{}", o.kind, o.name);
+                        Some((who, pod_from(c, ns, &template_of(&stored), false)))
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            (runs.join().unwrap(), made)
+        });
+        for out in runs {
             if !out.status.success() {
                 return Err(format!("cleanup failed: {}{}", stdout(&out), stderr(&out)));
             }
             outs.push_str(&stdout(&out));
+        }
+        // Those pods go again: they were a controller's next pod, not the world's.
+        for ns in &w.namespaces {
+            for p in c.list("v1", "Pod", Some(ns)) {
+                let name = p["metadata"]["name"].as_str().unwrap_or("");
+                if name.starts_with("next-") {
+                    c.delete("v1", "Pod", Some(ns), name);
+                }
+            }
+        }
+        for (who, verdict) in made {
+            if let Admitted::MissingAccount(a) = verdict {
+                if before.iter().any(|(_, name)| *name == a) {
+                    return Err(format!(
+                        "{who}'s pod made while cleanup ran was refused: {a} was deleted\n{outs}"
+                    ));
+                }
+            }
         }
         let left = identities(c, w);
         let deleted: BTreeSet<_> = before.difference(&left).cloned().collect();
