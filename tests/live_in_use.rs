@@ -667,17 +667,19 @@ fn settle_garbage(c: &Cluster, w: &World) {
     }
 }
 
-/// Runs cleanup in every namespace of the history, then checks: every object's
-/// next pod is admitted unless it names an account cleanup never deleted; and
-/// what nothing can use is gone (a second run allowed). Err: what failed.
+/// Runs cleanup twice in every namespace of the history (the second with each
+/// object's next pod made beside it), checking after each that every object's
+/// next pod is admitted unless it names an account cleanup never deleted, and
+/// after the second that what nothing can use is gone. Err: what failed.
 fn cleanup_and_check(c: &Cluster, w: &World) -> Result<(), String> {
     settle_garbage(c, w);
     let before = identities(c, w);
     let mut outs = String::new();
     for run in 0..2 {
-        // While the first run goes on, each object makes its next pod for real,
-        // as its controller (or the agent) would: none may be refused for an
-        // account it names or is given.
+        // While the second run goes on, each object makes its next pod for
+        // real, as its controller (or the agent) would: none may be refused for
+        // an account it names or is given. (The first run has none beside it:
+        // such a pod keeps what it names in use and would hide a lost one.)
         let kubeconfig = &c.kubeconfig;
         let (runs, made) = std::thread::scope(|s| {
             let runs = s.spawn(|| {
@@ -691,14 +693,14 @@ fn cleanup_and_check(c: &Cluster, w: &World) -> Result<(), String> {
                     })
                     .collect::<Vec<_>>()
             });
-            let made: Vec<(String, Admitted)> = if run == 0 {
+            let made: Vec<(usize, String, Admitted)> = if run == 1 {
                 w.objects
                     .iter()
                     .filter_map(|o| {
                         let ns = &w.namespaces[o.ns];
                         let stored = c.get(api_version(o.kind), o.kind, Some(ns), &o.name)?;
                         let who = format!("{} {ns}/{}", o.kind, o.name);
-                        Some((who, pod_from(c, ns, &template_of(&stored), false)))
+                        Some((o.ns, who, pod_from(c, ns, &template_of(&stored), false)))
                     })
                     .collect()
             } else {
@@ -721,17 +723,17 @@ fn cleanup_and_check(c: &Cluster, w: &World) -> Result<(), String> {
                 }
             }
         }
-        for (who, verdict) in made {
+        let left = identities(c, w);
+        let deleted: BTreeSet<_> = before.difference(&left).cloned().collect();
+        for (ns, who, verdict) in made {
             if let Admitted::MissingAccount(a) = verdict {
-                if before.iter().any(|(_, name)| *name == a) {
+                if deleted.contains(&(ns, a.clone())) {
                     return Err(format!(
-                        "{who}'s pod made while cleanup ran was refused: {a} was deleted\n{outs}"
+                        "{who}'s pod made while cleanup ran was refused: cleanup deleted {a}\n{outs}"
                     ));
                 }
             }
         }
-        let left = identities(c, w);
-        let deleted: BTreeSet<_> = before.difference(&left).cloned().collect();
         TALLY.with(|t| {
             let mut t = t.borrow_mut();
             t.runs += 1;
@@ -763,16 +765,16 @@ fn cleanup_and_check(c: &Cluster, w: &World) -> Result<(), String> {
                 ));
             }
         }
-        let unusable = unusable(c, w);
-        if unusable.is_empty() {
-            return Ok(());
+        if run == 0 {
+            settle_garbage(c, w);
+            continue;
         }
-        if run == 1 {
+        let unusable = unusable(c, w);
+        if !unusable.is_empty() {
             return Err(format!(
                 "left after two runs though nothing can use them: {unusable:?}\nthe world: {w:?}\n{outs}"
             ));
         }
-        settle_garbage(c, w);
     }
     Ok(())
 }
