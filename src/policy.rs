@@ -51,19 +51,6 @@ pub const CONTROLLERS: [&str; 8] = [
     "system:serviceaccount:kube-system:cronjob-controller",
 ];
 
-/// The built-in kinds with a pod template, as in `workload::pod_spec_path`.
-const POD_KINDS: [&str; 9] = [
-    "Pod",
-    "PodTemplate",
-    "ReplicationController",
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-];
-
 /// What the command prints.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -108,9 +95,9 @@ fn worker_user_regex() -> String {
 
 /// The pod template (metadata and spec) of a pod-bearing object `o`, or null.
 fn template(o: &str) -> String {
-    let kinds: Vec<&str> = POD_KINDS
+    let kinds: Vec<&str> = crate::workload::POD_BEARING
         .iter()
-        .copied()
+        .map(|k| k.kind)
         .filter(|k| !matches!(*k, "Pod" | "PodTemplate" | "CronJob"))
         .collect();
     format!(

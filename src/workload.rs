@@ -6,22 +6,75 @@ use std::collections::BTreeMap;
 use crate::identity;
 use crate::manifest::{to_json, Node};
 
+/// A built-in kind that bears pods: a pod, or an object whose template makes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodBearing {
+    /// The version the live commands list (`v1`, `apps/v1`, `batch/v1`).
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    /// The REST resource name.
+    pub plural: &'static str,
+    /// From the object root to its pod spec.
+    pub spec_path: &'static [&'static str],
+}
+
+impl PodBearing {
+    pub fn group(&self) -> &'static str {
+        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+}
+
+const TEMPLATE: &[&str] = &["spec", "template", "spec"];
+
+const fn kind(
+    api_version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    spec_path: &'static [&'static str],
+) -> PodBearing {
+    PodBearing {
+        api_version,
+        kind,
+        plural,
+        spec_path,
+    }
+}
+
+/// Every built-in pod-bearing kind, once: the transformer, the guard, the
+/// policies and the live commands (what keeps an identity in use) all read this.
+pub const POD_BEARING: [PodBearing; 9] = [
+    kind("v1", "Pod", "pods", &["spec"]),
+    kind("v1", "PodTemplate", "podtemplates", &["template", "spec"]),
+    kind(
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        TEMPLATE,
+    ),
+    kind("apps/v1", "Deployment", "deployments", TEMPLATE),
+    kind("apps/v1", "ReplicaSet", "replicasets", TEMPLATE),
+    kind("apps/v1", "StatefulSet", "statefulsets", TEMPLATE),
+    kind("apps/v1", "DaemonSet", "daemonsets", TEMPLATE),
+    kind("batch/v1", "Job", "jobs", TEMPLATE),
+    kind(
+        "batch/v1",
+        "CronJob",
+        "cronjobs",
+        &["spec", "jobTemplate", "spec", "template", "spec"],
+    ),
+];
+
 /// Path from the object root to the pod spec of a workload kind the transformer
-/// handles, or None for everything else.
+/// handles, or None for everything else. Any version of the kind's group counts
+/// (and the old `extensions` group for the `apps` kinds).
 pub fn pod_spec_path(api_version: &str, kind: &str) -> Option<&'static [&'static str]> {
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    const TEMPLATE: &[&str] = &["spec", "template", "spec"];
-    match (group, kind) {
-        ("", "Pod") => Some(&["spec"]),
-        ("", "PodTemplate") => Some(&["template", "spec"]),
-        ("", "ReplicationController") => Some(TEMPLATE),
-        ("apps" | "extensions", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => {
-            Some(TEMPLATE)
-        }
-        ("batch", "Job") => Some(TEMPLATE),
-        ("batch", "CronJob") => Some(&["spec", "jobTemplate", "spec", "template", "spec"]),
-        _ => None,
-    }
+    POD_BEARING
+        .iter()
+        .find(|k| {
+            k.kind == kind && (k.group() == group || (group == "extensions" && k.group() == "apps"))
+        })
+        .map(|k| k.spec_path)
 }
 
 /// The labels of the pod template (the `metadata` beside the pod spec).

@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 use live_support::*;
 use serde_json::json;
 
+/// The pod-bearing kinds cleanup lists besides pods: Deployment, StatefulSet,
+/// DaemonSet, ReplicaSet, Job, CronJob, ReplicationController and PodTemplate.
+const KINDS: usize = 8;
+
 /// Objects get real creationTimestamps, so cleanup runs with `--min-age 0s`
 /// unless a test is about the age limit.
 fn cleanup(c: &Cluster, extra: &[&str]) -> std::process::Output {
@@ -287,9 +291,9 @@ fn benchmark_small_run_keeps_its_request_budget() {
         report.summary,
         "deleted: 150 identities (450 objects); skipped: 0; failed: 0"
     );
-    assert_eq!(report.budget.plan_pages, 3 * 5 + 3 + 7);
-    // Per batch: 150 pods in pages of 64, and the seven (empty) workload kinds.
-    assert_eq!(report.budget.batch_pages, 3 * (3 + 7));
+    assert_eq!(report.budget.plan_pages, 3 * 5 + 3 + KINDS);
+    // Per batch: 150 pods in pages of 64, and the (empty) pod-bearing kinds.
+    assert_eq!(report.budget.batch_pages, 3 * (3 + KINDS));
     assert_eq!(report.requests, report.budget.total());
     assert_eq!(report.left, 150);
 }
@@ -382,11 +386,11 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
     let requests = c.requests();
     // 10 or 11 objects per trio kind → 3 pages each; 3 pods → 1 page; one (empty)
     // page per built-in workload kind, whose pod templates may use an identity.
-    let pages = 3 * 3 + 1 + 7;
+    let pages = 3 * 3 + 1 + KINDS;
     // The re-check before deleting: the pods and the workload kinds once for the
     // batch (7 identities, one batch, one namespace), folded to the batch's
     // accounts; no request per identity.
-    let recheck = 1 + 7;
+    let recheck = 1 + KINDS;
     assert_eq!(list_requests(&requests), pages + recheck);
     assert_eq!(c.deletes().len(), 3 * 7);
     assert_eq!(
@@ -523,7 +527,7 @@ fn forbidden_stops_with_the_missing_permission() {
     c.create(json!({"apiVersion": RBAC, "kind": "Role",
         "metadata": {"name": "cleanup-but-rolebindings", "namespace": ns},
         "rules": [
-            {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers", "podtemplates"], "verbs": ["list"]},
             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["list"]},
@@ -598,22 +602,22 @@ fn all_namespaces_lists_each_kind_once_across_the_cluster() {
         .filter(|r| r.method == "GET")
         .map(|r| r.path)
         .collect();
-    // The plan: the trio, pods, and the seven built-in workload kinds, each once
-    // across the cluster.
-    let (plan, recheck) = lists.split_at(4 + 7);
+    // The plan: the trio, pods, and the pod-bearing kinds, each once across the
+    // cluster.
+    let (plan, recheck) = lists.split_at(4 + KINDS);
     assert!(
         plan.iter().all(|p| !p.contains("/namespaces/")),
         "{lists:?}"
     );
     // The re-check, in each namespace the batch touches: a pod list per identity
-    // and the seven workload kinds per namespace.
-    assert_eq!(recheck.len(), 2 + 2 * 7, "{lists:?}");
+    // and the pod-bearing kinds per namespace.
+    assert_eq!(recheck.len(), 2 + 2 * KINDS, "{lists:?}");
     for ns in [&a, &b] {
         let here = recheck
             .iter()
             .filter(|p| p.contains(&format!("/namespaces/{ns}/")))
             .count();
-        assert_eq!(here, 1 + 7, "{ns}: {lists:?}");
+        assert_eq!(here, 1 + KINDS, "{ns}: {lists:?}");
     }
     // -n scopes to one namespace.
     let cc = c.ns_named("team-c");

@@ -161,7 +161,7 @@ fn wait_for_authorizer(c: &Cluster, grant: &(String, String, String), allowed: b
 }
 
 /// Identities that make a cleanup run list every kind and delete every member:
-/// one orphan, and manifest identities naming each workload kind (all gone).
+/// one orphan, and manifest identities naming each pod-bearing kind (all gone).
 fn seed_everything(c: &Cluster, round: usize) {
     c.seed_trio(&c.ns, &format!("nvcf-worker-gone-{round}"));
     for (v, k, n) in [
@@ -172,6 +172,7 @@ fn seed_everything(c: &Cluster, round: usize) {
         ("batch/v1", "Job", "j"),
         ("batch/v1", "CronJob", "cj"),
         ("v1", "ReplicationController", "rc"),
+        ("v1", "PodTemplate", "pt"),
     ] {
         c.seed_manifest_trio(
             &c.ns,
@@ -179,6 +180,55 @@ fn seed_everything(c: &Cluster, round: usize) {
             (v, k, &format!("{n}-{round}")),
         );
     }
+}
+
+/// `policy --mutating` selecting this test's namespace, its namespace kit, and a
+/// labelled Deployment at 0 replicas there, applied by the admin; the policy's
+/// name as the plan names it.
+fn mutating_kit(c: &Cluster, bin: &Path) -> String {
+    let name = format!("nvcf-worker-identity-{}", c.id);
+    let selector = format!("nvcf-deploy-test={}", c.id);
+    let plugin = |args: &[&str]| ok(&std::process::Command::new(BIN).args(args).output().unwrap());
+    let mut yaml = plugin(&[
+        "policy",
+        "--mutating",
+        "--cluster-id",
+        "c1",
+        "--name",
+        &name,
+        "--namespace-selector",
+        &selector,
+    ]);
+    yaml.push_str("---\n");
+    yaml.push_str(&plugin(&[
+        "policy",
+        "--namespace-kit",
+        &c.ns,
+        "--namespace-selector",
+        &selector,
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kit.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    ok(&kubectl(
+        bin,
+        &c.admin_kubeconfig,
+        &["apply", "-f", file.to_str().unwrap()],
+    ));
+    const ADMISSION: &str = "admissionregistration.k8s.io/v1";
+    for kind in ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"] {
+        c.adopt_cluster_scoped(ADMISSION, kind, &name);
+    }
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        c.adopt_cluster_scoped(ADMISSION, kind, &format!("{name}-selected"));
+    }
+    let mut web = deployment(&c.ns, "web");
+    web["spec"]["template"]["metadata"]["labels"]["nvcf.io/worker"] = json!("true");
+    c.create(web);
+    format!("MutatingAdmissionPolicy {name}")
 }
 
 #[test]
@@ -238,6 +288,10 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
     c.adopt_cluster_scoped(RBAC, "ClusterRole", "nvcf-identity-cleanup");
     c.adopt_cluster_scoped(RBAC, "ClusterRoleBinding", "nvcf-identity-cleanup");
 
+    // The namespace kit of `policy --mutating`, which a labelled Deployment at 0
+    // replicas will be given by the policy: the cron's command keeps it.
+    let kept = mutating_kit(&c, bin.path());
+
     // With the deploy/ permissions, as the account's own token: everything goes.
     let token = c.token(DEPLOY_NS, "identity-janitor", &[], 3600);
     let as_token = c.cp.token_kubeconfig("janitor", &token, None);
@@ -246,9 +300,17 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
     let args = ["cleanup", "-A", "--yes", "--min-age", "0s"];
     let out = ok(&run_with(&as_token, &args));
     assert!(
-        out.contains("deleted: 8 identities (24 objects); skipped: 0; failed: 0"),
+        out.contains("deleted: 9 identities (27 objects); skipped: 0; failed: 0"),
         "{out}"
     );
+    assert!(
+        out.contains(&format!(
+            "{kept} gives it to new pods in namespace {}",
+            c.ns
+        )),
+        "{out}"
+    );
+    assert_eq!(c.members(&c.ns, "nvcf-worker"), 3);
 
     // Without any one of them: a clear stop naming it, for each in turn.
     let role = c
@@ -281,21 +343,35 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
         };
         let out = run_with(kubeconfig, &args);
         let err = stderr(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "without {missing:?}: {}\n{err}",
-            stdout(&out)
-        );
         let named = if group.is_empty() {
             resource.clone()
         } else {
             format!("{resource}.{group}")
         };
-        assert!(
-            err.contains(&format!("forbidden: the account may not {verb} {named}")),
-            "without {missing:?}: {err}"
-        );
+        if group == "admissionregistration.k8s.io" || resource == "namespaces" {
+            // What the mutating policy gives cannot be told: the kit is kept,
+            // and the plan names the permission; the rest goes.
+            let text = ok(&out);
+            assert!(
+                text.contains(&format!(
+                    "keep {}/nvcf-worker (active): kept: a mutating admission policy of this tool may give it to a new pod, and cannot {verb} {named} to tell",
+                    c.ns
+                )),
+                "without {missing:?}: {text}"
+            );
+            assert!(text.contains("skipped: 0; failed: 0"), "{text}");
+        } else {
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "without {missing:?}: {}\n{err}",
+                stdout(&out)
+            );
+            assert!(
+                err.contains(&format!("forbidden: the account may not {verb} {named}")),
+                "without {missing:?}: {err}"
+            );
+        }
         c.admin
             .call(
                 "PUT",
@@ -309,9 +385,10 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
             .expect("restore the ClusterRole");
         wait_for_authorizer(&c, missing, true);
     }
-    // Restored: the next run finishes what the refused ones left.
+    // Restored: the next run finishes what the refused ones left, and keeps the kit.
     let out = ok(&run_with(&as_impersonated, &args));
     assert!(out.contains("skipped: 0; failed: 0"), "{out}");
+    assert_eq!(c.members(&c.ns, "nvcf-worker"), 3, "{out}");
     assert_eq!(
         c.list("v1", "ServiceAccount", Some(&c.ns))
             .iter()

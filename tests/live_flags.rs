@@ -61,10 +61,20 @@ fn account(c: &Cluster, name: &str, admin: bool) -> String {
     c.token(ns, name, &[], 3600)
 }
 
+/// The built-in `admin` in the namespace, and `list podtemplates`, which it
+/// lacks and `list` and `cleanup` read (a PodTemplate's account is in use).
 fn grant_admin(c: &Cluster, binding: &str, subject: Value) {
     c.create(json!({"apiVersion": RBAC, "kind": "RoleBinding",
         "metadata": {"name": binding, "namespace": c.ns},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [subject.clone()]}));
+    let role = format!("{binding}-podtemplates");
+    c.create(json!({"apiVersion": RBAC, "kind": "Role",
+        "metadata": {"name": role, "namespace": c.ns},
+        "rules": [{"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["list"]}]}));
+    c.create(json!({"apiVersion": RBAC, "kind": "RoleBinding",
+        "metadata": {"name": role, "namespace": c.ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
         "subjects": [subject]}));
 }
 

@@ -356,7 +356,7 @@ fn namespaces_that_cannot_be_read_are_unknown_never_guessed() {
     // get the namespace itself.
     let user = format!("no-namespaces-{}", c.id);
     let rules = json!([
-        {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers", "podtemplates"], "verbs": ["list"]},
         {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["list"]}]);

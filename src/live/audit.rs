@@ -61,22 +61,9 @@ fn controller_ref(item: &Value) -> Option<&Value> {
         .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
 }
 
-/// The account a pod, or a workload's pod template, runs as.
+/// The account a pod, or a workload's pod template, runs as (as `in_use` reads it).
 pub fn account_of(item: &Value) -> &str {
-    let Some(path) = crate::workload::pod_spec_path(text(item, "/apiVersion"), text(item, "/kind"))
-    else {
-        return "";
-    };
-    let Some(spec) = path.iter().try_fold(item, |v, k| v.get(k)) else {
-        return "";
-    };
-    match spec.get("serviceAccountName").and_then(Value::as_str) {
-        Some(a) if !a.is_empty() => a,
-        _ => spec
-            .get("serviceAccount")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-    }
+    super::in_use::template_account(item).unwrap_or("")
 }
 
 /// Listed objects by (namespace, kind, name), to walk controller chains.
@@ -651,6 +638,14 @@ pub async fn run(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn audit_reads_every_pod_bearing_kind_pods_first() {
+        assert_eq!(AUDITED[0], client::PODS);
+        for k in &crate::workload::POD_BEARING {
+            assert!(AUDITED.contains(&client::bearing(k)), "{k:?}");
+        }
+    }
 
     #[test]
     fn the_servers_copy_of_the_account_is_not_a_second_finding() {

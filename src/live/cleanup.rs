@@ -123,6 +123,7 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::in_use::Admission;
     use super::super::inventory::tests::{manifest_trio, object, options, trio, NOW};
     use super::super::inventory::{identities, ListedObject};
     use super::*;
@@ -217,6 +218,8 @@ mod tests {
         owners
             .listed_kinds
             .insert(("apps/v1".into(), "Deployment".into()));
+        // No mutating policy of the tool: the namespace's nvcf-worker is unused.
+        owners.uses.admission = Admission::none();
         let mut objs = trio("n", "nvcf-worker-nightly", 3600);
         objs.extend(manifest_trio(
             "n",
@@ -240,6 +243,49 @@ mod tests {
                 "in use: CronJob/nightly's pod template runs as it",
                 "in use: StatefulSet/web's pod template runs as it"
             ]
+        );
+    }
+
+    #[test]
+    fn a_pod_template_s_identity_and_the_kit_a_mutating_policy_gives_are_kept() {
+        let mut owners = Owners::default();
+        owners.add_workload(&json!({"apiVersion": "v1", "kind": "PodTemplate",
+            "metadata": {"namespace": "n", "name": "tpl"},
+            "template": {"spec": {"serviceAccountName": "nvcf-worker"}}}));
+        let opts = crate::mutating::Options::new("c1");
+        let [policy, binding, _, check_binding] = crate::mutating::objects(&opts);
+        let labels = BTreeMap::from([(crate::identity::WORKER_LABEL.into(), "true".into())]);
+        owners.uses.admission = Admission::Read {
+            givers: super::super::in_use::givers(&[policy], &[binding], &[check_binding]),
+            namespaces: [
+                ("k".to_string(), labels),
+                ("u".to_string(), BTreeMap::new()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let mut objs = trio("n", "nvcf-worker", 3600);
+        objs.extend(trio("k", "nvcf-worker", 3600));
+        objs.extend(trio("u", "nvcf-worker", 3600));
+        let p = plan_of(objs, &owners);
+        let deleted: Vec<_> = p.delete.iter().map(|d| d.namespace.as_str()).collect();
+        assert_eq!(deleted, ["u"]);
+        let kept: Vec<_> = p.keep.iter().map(|k| k.reason.as_str()).collect();
+        assert_eq!(
+            kept,
+            [
+                "in use: MutatingAdmissionPolicy nvcf-worker-identity gives it to new pods in namespace k",
+                "in use: PodTemplate/tpl's pod template runs as it",
+            ]
+        );
+        // Policies that cannot be read: every nvcf-worker kept, saying why.
+        owners.uses.admission = Admission::Unreadable("cannot list them".into());
+        let p = plan_of(trio("u", "nvcf-worker", 3600), &owners);
+        assert!(p.delete.is_empty());
+        assert!(
+            p.keep[0].reason.ends_with("cannot list them"),
+            "{:?}",
+            p.keep
         );
     }
 

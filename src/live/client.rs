@@ -22,7 +22,7 @@ pub struct Resource {
     pub namespaced: bool,
 }
 
-const fn res(
+pub const fn res(
     api_version: &'static str,
     kind: &'static str,
     plural: &'static str,
@@ -60,16 +60,19 @@ pub const CLUSTER_ROLES: Resource = res(RBAC, "ClusterRole", "clusterroles", fal
 pub const CLUSTER_ROLE_BINDINGS: Resource =
     res(RBAC, "ClusterRoleBinding", "clusterrolebindings", false);
 
-/// Workload kinds whose existence keeps a manifest-declared identity alive.
-pub const WORKLOADS: [Resource; 7] = [
-    DEPLOYMENTS,
-    STATEFUL_SETS,
-    DAEMON_SETS,
-    REPLICA_SETS,
-    JOBS,
-    CRON_JOBS,
-    REPLICATION_CONTROLLERS,
-];
+/// A pod-bearing kind (`workload::POD_BEARING`) as a resource to list.
+pub const fn bearing(k: &crate::workload::PodBearing) -> Resource {
+    res(k.api_version, k.kind, k.plural, true)
+}
+
+/// Every pod-bearing kind but Pod itself, from the one definition the guard and
+/// the transformer read: the objects whose pod templates name an account.
+pub fn workloads() -> impl Iterator<Item = Resource> + Clone {
+    crate::workload::POD_BEARING
+        .iter()
+        .filter(|k| k.kind != "Pod")
+        .map(bearing)
+}
 
 impl Resource {
     pub fn group(&self) -> &'static str {
@@ -97,8 +100,7 @@ impl Resource {
 
     /// The workload type a `nvcf.io/workload-api-version` + kind names, if we know it.
     pub fn workload(api_version: &str, kind: &str) -> Option<Resource> {
-        WORKLOADS
-            .into_iter()
+        workloads()
             .chain([PODS])
             .find(|r| r.kind == kind && r.api_version == api_version)
     }
@@ -373,8 +375,54 @@ impl Kube {
         scope: &Scope,
         metadata_only: bool,
         field_selector: Option<&str>,
-        mut fold: impl FnMut(&mut A, T),
+        fold: impl FnMut(&mut A, T),
     ) -> Result<A> {
+        self.fold_pages_or_failure(resource, scope, metadata_only, field_selector, fold)
+            .await?
+            .map_err(|failure| {
+                Error::Live(format!(
+                    "list {}: {}",
+                    resource.qualified(),
+                    failure.message
+                ))
+            })
+    }
+
+    /// Every object of a type the server may not serve (an API of a newer
+    /// release, or one behind a feature gate): `None` when it answers 404.
+    pub async fn list_if_served(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+    ) -> Result<Option<Vec<Value>>> {
+        let listed = self
+            .fold_pages_or_failure(
+                resource,
+                scope,
+                false,
+                None,
+                |items: &mut Vec<Value>, item| items.push(item),
+            )
+            .await?;
+        match listed {
+            Ok(items) => Ok(Some(items)),
+            Err(f) if f.status == StatusCode::NOT_FOUND => Ok(None),
+            Err(f) => Err(Error::Live(format!(
+                "list {}: {}",
+                resource.qualified(),
+                f.message
+            ))),
+        }
+    }
+
+    async fn fold_pages_or_failure<T: DeserializeOwned, A: Default>(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        metadata_only: bool,
+        field_selector: Option<&str>,
+        mut fold: impl FnMut(&mut A, T),
+    ) -> Result<std::result::Result<A, ApiFailure>> {
         #[derive(Deserialize)]
         struct Meta {
             #[serde(default, rename = "continue")]
@@ -420,7 +468,7 @@ impl Kube {
                         .and_then(|m| m.continue_token)
                         .filter(|t| !t.is_empty());
                     if continue_token.is_none() {
-                        return Ok(acc);
+                        return Ok(Ok(acc));
                     }
                 }
                 Err(failure)
@@ -433,13 +481,7 @@ impl Kube {
                     acc = A::default();
                     continue_token = None;
                 }
-                Err(failure) => {
-                    return Err(Error::Live(format!(
-                        "list {}: {}",
-                        resource.qualified(),
-                        failure.message
-                    )))
-                }
+                Err(failure) => return Ok(Err(failure)),
             }
         }
     }
@@ -532,5 +574,35 @@ mod tests {
             Some(DEPLOYMENTS)
         );
         assert_eq!(Resource::workload("example.com/v1", "Deployment"), None);
+        assert_eq!(Resource::workload("v1", "PodTemplate"), Some(POD_TEMPLATES));
+    }
+
+    #[test]
+    fn the_named_pod_bearing_resources_are_the_one_definitions() {
+        // The named constants (audit's list, the executor) and `workloads()` are
+        // the pod-bearing kinds of `workload::POD_BEARING`, and nothing else.
+        let named = [
+            PODS,
+            POD_TEMPLATES,
+            REPLICATION_CONTROLLERS,
+            DEPLOYMENTS,
+            STATEFUL_SETS,
+            DAEMON_SETS,
+            REPLICA_SETS,
+            JOBS,
+            CRON_JOBS,
+        ];
+        let defined: std::collections::HashSet<Resource> =
+            crate::workload::POD_BEARING.iter().map(bearing).collect();
+        assert_eq!(defined, named.into_iter().collect());
+        let listed: Vec<Resource> = workloads().collect();
+        assert_eq!(listed.len(), crate::workload::POD_BEARING.len() - 1);
+        assert!(!listed.contains(&PODS) && listed.contains(&POD_TEMPLATES));
+        for r in named {
+            assert!(
+                crate::workload::pod_spec_path(r.api_version, r.kind).is_some(),
+                "{r:?}"
+            );
+        }
     }
 }

@@ -1,6 +1,7 @@
-//! Runs a cleanup plan. Before an identity's deletes it checks again that nothing
-//! came to run as it since the plan was made: a pod or a pod template of a
-//! built-in workload kind. The pods and the seven kinds are listed again once per
+//! Runs a cleanup plan. Before an identity's deletes it checks again, by the one
+//! model of "in use" (`in_use`), that nothing came to use it since the plan was
+//! made: a pod, a pod template of a pod-bearing kind, or (for `nvcf-worker`) the
+//! tool's mutating policy. The pods and the pod-bearing kinds are listed again once per
 //! batch of identities and namespace (consistent reads, page by page, each page
 //! folded into who runs as one of the batch's identities), so the re-check costs
 //! the namespace's pages per batch, not a request per identity: a field-selector
@@ -19,14 +20,15 @@ use serde_json::Value;
 
 use super::cleanup::{Plan, PlannedIdentity};
 use super::client::{self, DeleteOutcome, Kube, Scope};
-use super::inventory::{is_terminated, template_account};
+use super::in_use::{self, template_account, User, Uses};
+use super::inventory::is_terminated;
 use crate::error::{Error, Result};
 use crate::identity::is_reserved;
 
 /// Identities in flight at once; each identity's own requests stay in order.
 pub const CONCURRENCY: usize = 8;
 
-/// Identities per re-check: the pods and the seven workload kinds are listed once
+/// Identities per re-check: the pods and the pod-bearing kinds are listed once
 /// per namespace of a batch, so their cost is per batch, not per identity, and
 /// what a batch holds of them (its own identities' users only) is freed with it.
 pub const BATCH: usize = 64;
@@ -42,6 +44,8 @@ pub struct Options {
     pub dry_run: bool,
     /// Succeeded and Failed pods count as gone (as in the plan).
     pub include_terminated: bool,
+    /// `-A`: namespaces' labels are listed, not read one by one (as in the plan).
+    pub all_namespaces: bool,
 }
 
 /// How one identity's deletion ended.
@@ -93,24 +97,14 @@ impl Summary {
     }
 }
 
-/// `(namespace, account)` → the first pod or workload that runs as it
-/// (`late`, `deployment/web`), for the accounts of one batch only.
-type Users = HashMap<(String, String), String>;
-
 /// The identities of a batch, by namespace: what its reads keep.
 type Names = HashMap<String, HashSet<String>>;
-
-/// What a batch's re-check read: who runs as its identities now.
-struct Checked {
-    pods: Users,
-    templates: Users,
-}
 
 /// A batch's re-check reads, shared by its identities. A failed read fails the
 /// batch's identities (nothing unchecked is deleted); a 403 stops the run.
 #[derive(Clone)]
 enum Listed {
-    Checked(Rc<Checked>),
+    Checked(Rc<Uses>),
     Failed(String),
     Forbidden {
         verb: String,
@@ -129,16 +123,16 @@ async fn list_users<T: DeserializeOwned>(
     kube: &Kube,
     ns: &str,
     names: &HashSet<String>,
-    r: &client::Resource,
-    user: impl Fn(T) -> Option<(String, String)>,
-) -> Result<Users> {
+    r: client::Resource,
+    user: impl Fn(T) -> Option<(String, User)>,
+) -> Result<Uses> {
     let scope = Scope::Namespace(ns.to_string());
-    kube.list_fold_as(r, &scope, |found: &mut Users, item: T| {
+    kube.list_fold_as(&r, &scope, |found: &mut Uses, item: T| {
         let Some((account, who)) = user(item) else {
             return;
         };
         if names.contains(&account) {
-            found.entry((ns.to_string(), account)).or_insert(who);
+            found.add(ns, &account, who);
         }
     })
     .await
@@ -182,65 +176,64 @@ struct PodStatus {
 
 impl Pod {
     /// The account it runs as (`serviceAccountName`, else the deprecated
-    /// `serviceAccount`), as the plan reads it, and its name; `None` for a
+    /// `serviceAccount`), as the plan reads it, and the pod; `None` for a
     /// terminated pod when those count as gone.
-    fn user(self, options: Options) -> Option<(String, String)> {
-        let phase = self.status.phase.as_deref().unwrap_or("");
-        if options.include_terminated && is_terminated(phase) {
+    fn user(self, options: Options) -> Option<(String, User)> {
+        let phase = self.status.phase.unwrap_or_default();
+        if options.include_terminated && is_terminated(&phase) {
             return None;
         }
         let account = [self.spec.service_account_name, self.spec.service_account]
             .into_iter()
             .flatten()
             .find(|a| !a.is_empty())?;
-        Some((account, self.metadata.name))
+        let name = self.metadata.name;
+        Some((account, User::Pod { name, phase }))
     }
 }
 
-/// A batch's reads: in each of its namespaces the pods and the seven workload
-/// kinds, all at once, each page folded into who runs as the batch's identities.
+/// A batch's reads: in each of its namespaces the pods and every pod-bearing
+/// kind, all at once, each page folded into who runs as the batch's identities;
+/// and when the batch holds an `nvcf-worker`, the tool's mutating policies.
 async fn check_batch(kube: &Kube, names: Names, options: Options) -> Listed {
     let pods = names.iter().map(|(ns, names)| {
-        list_users(kube, ns, names, &client::PODS, move |pod: Pod| {
+        list_users(kube, ns, names, client::PODS, move |pod: Pod| {
             pod.user(options)
         })
     });
     let templates = names.iter().flat_map(|(ns, names)| {
-        client::WORKLOADS.iter().map(move |r| {
+        client::workloads().map(move |r| {
             list_users(kube, ns, names, r, move |mut item: Value| {
                 if let Some(map) = item.as_object_mut() {
                     map.insert("apiVersion".into(), r.api_version.into());
                     map.insert("kind".into(), r.kind.into());
                 }
-                let account = template_account(&item)?;
-                let who = format!(
-                    "{}/{}",
-                    r.kind.to_ascii_lowercase(),
-                    text(&item, "/metadata/name")
-                );
-                Some((account.to_string(), who))
+                let account = template_account(&item)?.to_string();
+                let name = text(&item, "/metadata/name").to_string();
+                let kind = r.kind.to_string();
+                Some((account, User::Template { kind, name }))
             })
         })
     });
-    let merge = |found: Vec<Users>| {
-        let mut all = Users::new();
-        for f in found {
-            for (k, v) in f {
-                all.entry(k).or_insert(v);
-            }
-        }
-        all
-    };
-    let read = futures::future::try_join(
+    let needed = in_use::admission_namespaces(
+        names
+            .iter()
+            .flat_map(|(ns, names)| names.iter().map(move |n| (ns.as_str(), n.as_str()))),
+    );
+    let read = futures::future::try_join3(
         futures::future::try_join_all(pods),
         futures::future::try_join_all(templates),
+        in_use::read_admission(kube, options.all_namespaces, &needed),
     )
     .await;
     match read {
-        Ok((pods, templates)) => Listed::Checked(Rc::new(Checked {
-            pods: merge(pods),
-            templates: merge(templates),
-        })),
+        Ok((pods, templates, admission)) => {
+            let mut uses = Uses::with(admission);
+            for found in pods.into_iter().chain(templates) {
+                uses.merge(found);
+            }
+            Listed::Checked(Rc::new(uses))
+        }
         Err(Error::Forbidden {
             verb,
             resource,
@@ -260,16 +253,12 @@ async fn check_batch(kube: &Kube, names: Names, options: Options) -> Listed {
 async fn recheck(
     target: &PlannedIdentity,
     batch: Batch<'_>,
-) -> Result<std::result::Result<Option<String>, String>> {
+) -> Result<std::result::Result<Option<User>, String>> {
     match batch.await {
-        Listed::Checked(c) => {
-            let key = (target.namespace.clone(), target.name.clone());
-            Ok(Ok(c
-                .pods
-                .get(&key)
-                .map(|pod| format!("pod/{pod}"))
-                .or_else(|| c.templates.get(&key).cloned())))
-        }
+        Listed::Checked(uses) => Ok(Ok(uses
+            .users(&target.namespace, &target.name, false)
+            .into_iter()
+            .next())),
         Listed::Failed(e) => Ok(Err(e)),
         Listed::Forbidden {
             verb,
@@ -303,9 +292,15 @@ async fn delete_identity(
     }
     match recheck(target, batch).await? {
         Ok(None) => {}
+        Ok(Some(User::Admission(why))) => {
+            return Ok(Outcome::Skipped {
+                reason: format!("{why} (re-checked before deleting)"),
+                objects: 0,
+            })
+        }
         Ok(Some(user)) => {
             return Ok(Outcome::Skipped {
-                reason: format!("in use by {user} since the plan"),
+                reason: format!("in use by {} since the plan", user.short()),
                 objects: 0,
             })
         }
@@ -434,8 +429,10 @@ mod tests {
         let options = Options {
             dry_run: false,
             include_terminated,
+            all_namespaces: false,
         };
-        serde_json::from_value::<Pod>(pod).unwrap().user(options)
+        let (account, user) = serde_json::from_value::<Pod>(pod).unwrap().user(options)?;
+        Some((account, user.short().trim_start_matches("pod/").to_string()))
     }
 
     #[test]

@@ -183,33 +183,20 @@ impl State {
     }
 }
 
-/// The account a built-in workload's pod template runs as (`serviceAccountName`,
-/// else the deprecated `serviceAccount`), if it names one.
-pub fn template_account(item: &Value) -> Option<&str> {
-    let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let path = crate::workload::pod_spec_path(text("/apiVersion"), text("/kind"))?;
-    let spec = path.iter().try_fold(item, |v, k| v.get(k))?;
-    spec.get("serviceAccountName")
-        .and_then(Value::as_str)
-        .filter(|a| !a.is_empty())
-        .or_else(|| spec.get("serviceAccount").and_then(Value::as_str))
-        .filter(|a| !a.is_empty())
-}
+pub use super::in_use::template_account;
+use super::in_use::{User, Uses};
 
 /// Owners that exist, from pod and workload lists.
 #[derive(Clone, Debug, Default)]
 pub struct Owners {
     /// (namespace, pod) → phase.
     pub pods: HashMap<(String, String), String>,
-    /// (namespace, serviceAccountName) → (pod, phase) of the pods running as it.
-    pub pods_by_account: HashMap<(String, String), Vec<(String, String)>>,
     /// (namespace, apiVersion, kind, name) of existing workloads.
     pub workloads: HashSet<(String, String, String, String)>,
     /// Workload types that were listed; others are `OwnerStatus::Unknown`.
     pub listed_kinds: HashSet<(String, String)>,
-    /// (namespace, account) -> `Kind/name` of the workloads whose pod template
-    /// names it: an identity in use between runs, with no pod.
-    pub templates_by_account: HashMap<(String, String), Vec<String>>,
+    /// Who uses which account: the one model of "in use" (`in_use`).
+    pub uses: Uses,
 }
 
 pub fn is_terminated(phase: &str) -> bool {
@@ -230,10 +217,14 @@ impl Owners {
             a => a,
         };
         if !account.is_empty() {
-            self.pods_by_account
-                .entry((ns.to_string(), account.to_string()))
-                .or_default()
-                .push((name.to_string(), phase.clone()));
+            self.uses.add(
+                ns,
+                account,
+                User::Pod {
+                    name: name.to_string(),
+                    phase: phase.clone(),
+                },
+            );
         }
         self.pods.insert((ns.to_string(), name.to_string()), phase);
     }
@@ -241,10 +232,14 @@ impl Owners {
     pub fn add_workload(&mut self, item: &Value) {
         let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
         if let Some(account) = template_account(item) {
-            self.templates_by_account
-                .entry((text("/metadata/namespace").into(), account.into()))
-                .or_default()
-                .push(format!("{}/{}", text("/kind"), text("/metadata/name")));
+            self.uses.add(
+                text("/metadata/namespace"),
+                account,
+                User::Template {
+                    kind: text("/kind").into(),
+                    name: text("/metadata/name").into(),
+                },
+            );
         }
         self.workloads.insert((
             text("/metadata/namespace").to_string(),
@@ -257,36 +252,16 @@ impl Owners {
     /// Adds what another list found (lists are folded apart, then merged).
     pub fn merge(&mut self, other: Owners) {
         self.pods.extend(other.pods);
-        for (k, v) in other.pods_by_account {
-            self.pods_by_account.entry(k).or_default().extend(v);
-        }
         self.workloads.extend(other.workloads);
         self.listed_kinds.extend(other.listed_kinds);
-        for (k, v) in other.templates_by_account {
-            self.templates_by_account.entry(k).or_default().extend(v);
-        }
+        self.uses.merge(other.uses);
     }
 
-    /// What still runs as `account`, whatever the identity's labels say: a pod
-    /// (terminated ones only when they are not to be treated as gone) or the pod
-    /// template of a listed workload.
+    /// What uses `account`, whatever the identity's labels say (`in_use`): a pod
+    /// (terminated ones only when they are not to be treated as gone), the pod
+    /// template of a listed pod-bearing object, or the tool's mutating policy.
     pub fn account_use(&self, ns: &str, account: &str, include_terminated: bool) -> Option<String> {
-        let key = (ns.to_string(), account.to_string());
-        let pods = self
-            .pods_by_account
-            .get(&key)
-            .into_iter()
-            .flatten()
-            .filter(|(_, p)| !(include_terminated && is_terminated(p)))
-            .map(|(name, phase)| format!("pod {name} ({phase})"));
-        let templates = self
-            .templates_by_account
-            .get(&key)
-            .into_iter()
-            .flatten()
-            .map(|w| format!("{w}'s pod template"));
-        let users: Vec<String> = pods.chain(templates).collect();
-        (!users.is_empty()).then(|| format!("in use: {} runs as it", users.join(", ")))
+        self.uses.why(ns, account, include_terminated)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod cleanup;
 pub mod client;
 pub mod describe;
 pub mod executor;
+pub mod in_use;
 pub mod inventory;
 pub mod list;
 pub mod namespaces;
@@ -528,20 +529,29 @@ pub async fn gather(kube: &Kube, scope: &Scope) -> Result<Inventory> {
             .chain(role_bindings),
     );
     let mut owners = pods;
-    // Every built-in workload kind, in full: a pod template naming an identity keeps
-    // it in use between runs (a CronJob, a Deployment scaled to zero).
-    let lists = futures::future::try_join_all(client::WORKLOADS.iter().map(|r| {
+    // Every pod-bearing kind, in full: a pod template naming an identity keeps it
+    // in use between runs (a CronJob, a Deployment scaled to zero, a PodTemplate).
+    let workloads: Vec<client::Resource> = client::workloads().collect();
+    let lists = futures::future::try_join_all(workloads.iter().map(|r| {
         kube.list_fold(r, scope, false, None, |o: &mut Owners, item| {
             o.add_workload(&item)
         })
     }))
     .await?;
-    for (resource, listed) in client::WORKLOADS.iter().zip(lists) {
+    for (resource, listed) in workloads.iter().zip(lists) {
         owners
             .listed_kinds
             .insert((resource.api_version.to_string(), resource.kind.to_string()));
         owners.merge(listed);
     }
+    // The per-namespace `nvcf-worker` may be given at admission, by no template.
+    let needed = in_use::admission_namespaces(
+        identities
+            .iter()
+            .map(|id| (id.namespace.as_str(), id.name.as_str())),
+    );
+    owners.uses.admission =
+        in_use::read_admission(kube, *scope == Scope::AllNamespaces, &needed).await?;
     Ok(Inventory { identities, owners })
 }
 
@@ -652,6 +662,7 @@ pub fn run_cleanup(
         let options = executor::Options {
             dry_run,
             include_terminated: args.state.include_terminated,
+            all_namespaces: scope == Scope::AllNamespaces,
         };
         let summary = executor::execute(&kube, &plan, options, &|| bar.inc(1)).await;
         bar.finish_and_clear();

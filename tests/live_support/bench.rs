@@ -15,22 +15,11 @@ use kubectl_nvcf_worker::live::executor::{BATCH, CONCURRENCY};
 
 use super::*;
 
-/// The seven built-in workload kinds, as cleanup lists them.
-const WORKLOADS: [(&str, &str); 7] = [
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("apps/v1", "DaemonSet"),
-    ("apps/v1", "ReplicaSet"),
-    ("batch/v1", "Job"),
-    ("batch/v1", "CronJob"),
-    ("v1", "ReplicationController"),
-];
-
 /// The requests a cleanup of one namespace must make, from what is in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
-    /// The plan's lists: ServiceAccounts, Roles, RoleBindings, pods and the seven
-    /// workload kinds, page by page.
+    /// The plan's lists: ServiceAccounts, Roles, RoleBindings, pods and every
+    /// pod-bearing kind, page by page.
     pub plan_pages: usize,
     /// The re-check: the pods' and the workload kinds' pages again, once per
     /// batch of [`BATCH`] identities (all in the one namespace here).
@@ -59,8 +48,11 @@ impl Budget {
                 .max(1)
         };
         let trio = pages("v1", "ServiceAccount") + pages(RBAC, "Role") + pages(RBAC, "RoleBinding");
-        let owner_pages =
-            pages("v1", "Pod") + WORKLOADS.iter().map(|(v, k)| pages(v, k)).sum::<usize>();
+        // Every pod-bearing kind but pods, from the one definition cleanup lists.
+        let owner_pages = pages("v1", "Pod")
+            + kubectl_nvcf_worker::live::client::workloads()
+                .map(|r| pages(r.api_version, r.kind))
+                .sum::<usize>();
         Budget {
             plan_pages: trio + owner_pages,
             batch_pages: orphans.div_ceil(BATCH) * owner_pages,

@@ -66,6 +66,10 @@ pub fn collection(api_version: &str, kind: &str, namespace: Option<&str>) -> Str
         "CronJob" => "cronjobs",
         "PodTemplate" => "podtemplates",
         "Service" => "services",
+        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
         // Custom resources: the conventional plural (a kind this cluster does not
         // serve gets its 404 from the server).
         other => return collection_guess(api_version, other, namespace),
