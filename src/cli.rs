@@ -77,7 +77,8 @@ pub enum Command {
         after_help = "Examples:\n  kubectl nvcf-worker audit -A --cluster-id prod-1\n  kubectl nvcf-worker audit -n team-a -o json"
     )]
     Audit(crate::live::AuditArgs),
-    /// Print the WorkerAuth JSON the NVCF agent derives for a pod.
+    /// Say whether ICMS would accept a pod's token, condition by condition (who checks each, and
+    /// what the cluster cannot show), and print the WorkerAuth the NVCF agent derives for it.
     #[command(after_help = "Example:\n  kubectl nvcf-worker describe my-pod-0 -n team-a")]
     Describe(crate::live::DescribeArgs),
     /// Print a ValidatingAdmissionPolicy and its binding that enforce the guard in the cluster

@@ -345,10 +345,11 @@ fn describe_prints_worker_auth_as_the_agent_builds_it() {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout.clone()).unwrap();
     assert!(
-        text.lines().any(|l| l.starts_with("FAIL  registered ")
-            && l.contains(
-                "the pod lacks the agent's nvca.nvcf.nvidia.io/nvca-infra-object annotation"
-            )),
+        text.lines()
+            .any(|l| l.starts_with("FAIL  icms            registered ")
+                && l.contains(
+                    "the pod lacks the agent's nvca.nvcf.nvidia.io/nvca-infra-object annotation"
+                )),
         "{text}"
     );
     assert!(!text.contains("\"forged\""), "{text}");

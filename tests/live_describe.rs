@@ -8,16 +8,32 @@ use crate::live_support;
 use live_support::*;
 use serde_json::{json, Value};
 
-const CONDITIONS: [&str; 9] = [
+const CONDITIONS: [&str; 16] = [
     "account",
     "serviceAccount",
     "podUID",
     "audience",
-    "expiry",
+    "registered",
+    "sharedIdentity",
+    "accountRecreated",
+    "featureSwitches",
+    "clusterKeys",
+    "registrationLive",
+    "instanceBinding",
     "tokenPath",
     "env",
+    "httpsEndpoint",
     "automount",
-    "registered",
+    "expiry",
+];
+
+/// ICMS's conditions the cluster does not show: always `unknown`.
+const NOT_VISIBLE: [&str; 5] = [
+    "featureSwitches",
+    "clusterKeys",
+    "registrationLive",
+    "instanceBinding",
+    "httpsEndpoint",
 ];
 
 /// A pod as the agent makes it (`injectWorkerTokenVolume`), changed by `tweak`.
@@ -45,9 +61,11 @@ fn token(p: &mut Value) -> &mut Value {
     &mut p["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]
 }
 
-/// Runs describe in text and JSON; asserts `failing` (condition, reason part)
-/// fail and every other condition passes, in both.
-fn assert_verdict(c: &Cluster, ns: &str, pod: &str, failing: Option<(&str, &str)>) -> Value {
+/// Runs describe in text and JSON; asserts `broken` (condition, "fail", "warn"
+/// or "unknown", reason part) is so and every other condition passes (ICMS's
+/// conditions not visible from the cluster are always unknown), in both forms:
+/// exit 1 only for an ICMS condition that fails.
+fn assert_verdict(c: &Cluster, ns: &str, pod: &str, broken: Option<(&str, &str, &str)>) -> Value {
     let text = c.run(&["describe", pod, "-n", ns, "--cluster-id", "c1"]);
     let json_out = c.run(&[
         "describe",
@@ -59,52 +77,72 @@ fn assert_verdict(c: &Cluster, ns: &str, pod: &str, failing: Option<(&str, &str)
         "-o",
         "json",
     ]);
-    let want_code = if failing.is_some() { 1 } else { 0 };
+    let refused = matches!(broken, Some((_, "fail", _)));
     for out in [&text, &json_out] {
-        assert_eq!(out.status.code(), Some(want_code), "{}", stderr(out));
+        assert_eq!(out.status.code(), Some(refused as i32), "{}", stderr(out));
     }
+    let want = |kind: &str| match broken {
+        Some((k, status, reason)) if k == kind => (status, Some(reason)),
+        _ if NOT_VISIBLE.contains(&kind) => ("unknown", None),
+        // Without a ServiceAccount there is no creation time to compare.
+        Some(("serviceAccount", ..)) if kind == "accountRecreated" => ("unknown", None),
+        _ => ("ok", None),
+    };
     let stdout = String::from_utf8(text.stdout.clone()).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     for (i, kind) in CONDITIONS.iter().enumerate() {
         let line = lines[i + 1];
-        match failing {
-            Some((k, reason)) if k == *kind => {
-                assert!(line.starts_with(&format!("FAIL  {kind} ")), "{line}");
-                assert!(line.contains(reason) && line.contains("; fix: "), "{line}");
-                assert!(stderr(&text).contains(reason), "{}", stderr(&text));
-            }
-            _ => assert!(line.starts_with(&format!("ok    {kind} ")), "{line}"),
+        let (status, reason) = want(kind);
+        let shown = match status {
+            "fail" => "FAIL",
+            "unknown" => "?",
+            s => s,
+        };
+        let fields: Vec<&str> = line.split_whitespace().take(3).collect();
+        assert_eq!((fields[0], fields[2]), (shown, *kind), "{line}");
+        if let Some(reason) = reason {
+            assert!(line.contains(reason), "{line}");
+            assert_eq!(line.contains("; fix: "), status != "unknown", "{line}");
+        }
+        if status == "fail" {
+            assert!(stderr(&text).contains(reason.unwrap()), "{}", stderr(&text));
         }
     }
     let verdict = lines[CONDITIONS.len() + 1];
-    match failing {
-        None => assert_eq!(verdict, "verdict: ICMS would accept this pod's token"),
-        Some((k, _)) => assert_eq!(
+    match broken {
+        Some((k, "fail", _)) => assert_eq!(
             verdict,
             format!("verdict: ICMS would refuse this pod's token ({k} failing)")
+        ),
+        _ => assert!(
+            verdict.starts_with("verdict: ICMS would accept this pod's token as far as the cluster shows (not shown: "),
+            "{verdict}"
         ),
     }
     let auth: Value = serde_json::from_str(&lines[CONDITIONS.len() + 2..].join("\n")).unwrap();
     let doc: Value = serde_json::from_slice(&json_out.stdout).unwrap();
     assert_eq!(doc["apiVersion"], "report.nvcf.io/v1alpha1");
     assert_eq!(doc["kind"], "WorkerVerdict");
-    assert_eq!(doc["accepted"], failing.is_none());
+    assert_eq!(doc["accepted"], !refused);
     assert_eq!(doc["workerAuth"], auth);
     let conds = doc["conditions"].as_array().unwrap();
     assert_eq!(conds.len(), CONDITIONS.len());
     for (cond, kind) in conds.iter().zip(CONDITIONS) {
         assert_eq!(cond["type"], kind);
-        match failing {
-            Some((k, reason)) if k == kind => {
-                assert_eq!(cond["status"], "fail", "{cond}");
-                assert!(cond["reason"].as_str().unwrap().contains(reason), "{cond}");
-                assert!(cond["fix"].is_string(), "{cond}");
-            }
-            _ => {
-                assert_eq!(cond["status"], "ok", "{cond}");
-                assert!(cond.get("fix").is_none(), "{cond}");
-            }
+        assert!(
+            cond["checker"].is_string() && cond["visibility"].is_string(),
+            "{cond}"
+        );
+        let (status, reason) = want(kind);
+        assert_eq!(cond["status"], status, "{cond}");
+        if let Some(reason) = reason {
+            assert!(cond["reason"].as_str().unwrap().contains(reason), "{cond}");
         }
+        assert_eq!(
+            cond.get("fix").is_some(),
+            matches!(status, "fail" | "warn"),
+            "{cond}"
+        );
     }
     doc
 }
@@ -140,6 +178,7 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         "aud",
         Some((
             "audience",
+            "fail",
             "audience \"nvcf-icms:other\", want \"nvcf-icms:c1\"",
         )),
     );
@@ -152,7 +191,8 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         "long",
         Some((
             "expiry",
-            "expirationSeconds 100000, want 600..86400 (the agent requests 900)",
+            "warn",
+            "expirationSeconds 100000, outside this tool's 600..86400 (the agent requests 900",
         )),
     );
     c.create(worker_pod(&ns, "path", "nvcf-worker", |p| {
@@ -164,6 +204,7 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         "path",
         Some((
             "tokenPath",
+            "warn",
             "the token is projected at path \"jwt\", not \"token\"",
         )),
     );
@@ -171,14 +212,26 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         p["spec"]["containers"][0]["env"]
             .as_array_mut()
             .unwrap()
-            .pop();
+            .remove(0);
     }));
     assert_verdict(
         &c,
         &ns,
         "env",
-        Some(("env", "container \"app\" lacks env NVCF_IDENTITY_SOURCE")),
+        Some((
+            "env",
+            "warn",
+            "container \"app\" lacks env NVCF_TOKEN_FILE_PATH",
+        )),
     );
+    // Its look-alike: the worker library reads no NVCF_IDENTITY_SOURCE.
+    c.create(worker_pod(&ns, "source", "nvcf-worker", |p| {
+        p["spec"]["containers"][0]["env"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+    }));
+    assert_verdict(&c, &ns, "source", None);
     c.create(worker_pod(&ns, "automount", "nvcf-worker", |p| {
         p["spec"]["automountServiceAccountToken"] = json!(true)
     }));
@@ -188,6 +241,7 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         "automount",
         Some((
             "automount",
+            "warn",
             "the pod sets automountServiceAccountToken: true",
         )),
     );
@@ -200,6 +254,7 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         "declared",
         Some((
             "registered",
+            "fail",
             "the pod lacks the agent's nvca.nvcf.nvidia.io/nvca-infra-object annotation",
         )),
     );
@@ -223,7 +278,11 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         &c,
         &ns,
         "legacy",
-        Some(("account", "the newest ICMS accepts only the subject")),
+        Some((
+            "account",
+            "fail",
+            "the newest ICMS accepts only the subject",
+        )),
     );
     assert_eq!(doc["contract"], "per-pod");
 
@@ -239,10 +298,62 @@ fn a_pod_the_agent_made_passes_and_each_condition_fails_alone() {
         "orphan",
         Some((
             "serviceAccount",
+            "fail",
             "runs as ServiceAccount \"nvcf-worker\", which does not exist",
         )),
     );
     assert_eq!(doc["workerAuth"]["saUid"], "");
+}
+
+/// A MiniService pod of the agent's, labelled with its instance.
+fn instance_pod(ns: &str, name: &str, instance: &str) -> Value {
+    worker_pod(ns, name, "nvcf-worker", |p| {
+        p["metadata"]["labels"] = json!({"nvca.nvcf.nvidia.io/miniservice-name": instance})
+    })
+}
+
+#[test]
+fn icms_conditions_read_from_the_namespace_fail_alone() {
+    let c = Cluster::start();
+    // Two pods of one instance share the namespace's account: one registration.
+    let one = c.ns_named("one");
+    c.seed_trio(&one, "nvcf-worker");
+    c.create(instance_pod(&one, "utils", "ms-a"));
+    c.create(instance_pod(&one, "worker", "ms-a"));
+    assert_verdict(&c, &one, "utils", None);
+    // Two instances in one namespace register the same ServiceAccount UID.
+    let two = c.ns_named("two");
+    c.seed_trio(&two, "nvcf-worker");
+    c.create(instance_pod(&two, "utils", "ms-a"));
+    c.create(instance_pod(&two, "other", "ms-b"));
+    for pod in ["utils", "other"] {
+        assert_verdict(
+            &c,
+            &two,
+            pod,
+            Some((
+                "sharedIdentity",
+                "fail",
+                "2 MiniService instances (ms-a, ms-b) run agent-made pods as",
+            )),
+        );
+    }
+    // The ServiceAccount recreated after the pod: the token's UID is one the agent
+    // may not have registered yet, which the cluster cannot show.
+    let again = c.ns_named("again");
+    c.seed_trio(&again, "nvcf-worker");
+    c.create(worker_pod(&again, "utils", "nvcf-worker", |_| {}));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(c.delete("v1", "ServiceAccount", Some(&again), "nvcf-worker"));
+    c.create(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "nvcf-worker", "namespace": again},
+        "automountServiceAccountToken": false}));
+    assert_verdict(
+        &c,
+        &again,
+        "utils",
+        Some(("accountRecreated", "unknown", "is newer than the pod")),
+    );
 }
 
 #[test]
