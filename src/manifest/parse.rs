@@ -670,6 +670,10 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
         }
         if opens {
             depth += 1;
+            // (Deeper is refused by the tree's reader; stop reading here as it does.)
+            if depth >= MAX_DEPTH {
+                return None;
+            }
         }
     }
     (docs == 1 && found).then_some(outline)
