@@ -84,6 +84,30 @@ def resource_list(corpus, out):
                 o.write(("  " + line) if line.strip() else line)
 
 
+KPT_FN_CONFIG = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fn\n"
+                 "data:\n  clusterID: bench\n  selector: ''\n")
+
+
+def kpt_package(corpus, folder):
+    """The corpus as a kpt package (one file), and the functionConfig beside it
+    (every workload selected): the package's folder and the config's path."""
+    pkg = os.path.join(folder, "pkg")
+    os.makedirs(pkg, exist_ok=True)
+    shutil.copy(corpus, os.path.join(pkg, "all.yaml"))
+    fn = os.path.join(folder, "fn.yaml")
+    with open(fn, "w") as f:
+        f.write(KPT_FN_CONFIG)
+    return pkg, fn
+
+
+def kpt_resource_list(corpus, out):
+    """The corpus as kpt itself sends it: `kpt fn source` of it as a package."""
+    folder = os.path.dirname(os.path.abspath(out))
+    pkg, fn = kpt_package(corpus, os.path.join(folder, "kpt-" + os.path.basename(out)))
+    with open(out, "wb") as o:
+        subprocess.run(["kpt", "fn", "source", pkg, "--fn-config", fn], stdout=o, check=True)
+
+
 WORKLOAD_PATHS = {
     "Pod": "spec", "Deployment": "spec.template.spec", "StatefulSet": "spec.template.spec",
     "DaemonSet": "spec.template.spec", "ReplicaSet": "spec.template.spec", "Job": "spec.template.spec",

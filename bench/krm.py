@@ -2,9 +2,13 @@
 """The KRM function alone, streaming (the binary) beside the tree path
 (examples/krm_tree, `Memory::Hold`) in the same run: wall time against the round
 trips of the ResourceList, peak RSS against its size, and whether both answer
-the same bytes. Builds nothing: `cargo build --release --bin kubectl-nvcf-worker
---example yaml_baseline --example krm_tree` first. Usage: bench/krm.py [N ...]"""
-import os, subprocess, sys, tempfile
+the same bytes; on the ResourceList `bench.resource_list` writes and on what
+kpt itself writes (`kpt fn source` of the corpus as a package). Then, at
+N=2000, `kpt fn eval --exec` of the binary end to end against `kpt fn eval
+--exec cat` on the same package (output to stdout, best of 3). Builds nothing:
+`cargo build --release --bin kubectl-nvcf-worker --example yaml_baseline
+--example krm_tree` first. Usage: bench/krm.py [N ...]"""
+import os, shutil, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench
 REL = bench.REL
@@ -23,20 +27,31 @@ def t(tool, rl):
         with open(rl, "rb") as f:
             ts.append(bench.run([tool], stdin=f)[0])
     return min(ts)
+def eval_exec(n, corpus):
+    """`kpt fn eval --exec` of the binary against `--exec cat`, same package."""
+    pkg, fn = bench.kpt_package(corpus, os.path.join(tmp, f"eval{n}"))
+    cat = shutil.which("cat")
+    walls = {}
+    for label, exe in [("binary", TOOL), ("cat", cat)]:
+        walls[label] = bench.best(["kpt", "fn", "eval", pkg, "--exec", exe, "--fn-config", fn, "-o", "stdout"])
+    print(f"N={n} kpt fn eval --exec: binary {walls['binary']:.3f}s / cat {walls['cat']:.3f}s = {walls['binary']/walls['cat']:.2f}")
 for n in [int(a) for a in sys.argv[1:]] or [2000, 10000]:
     corpus = os.path.join(tmp, f"c{n}.yaml")
     with open(corpus, "w") as f:
         subprocess.run([sys.executable, bench.GEN, str(n), "--yaml"], stdout=f, check=True)
-    rl = os.path.join(tmp, f"rl{n}.yaml")
-    bench.resource_list(corpus, rl)
-    size = os.path.getsize(rl)
-    naive = bench.best([BASE, "serde-yaml", rl])
-    events = bench.best([BASE, "events", rl])
-    outs = {}
-    for label, tool in [("streaming", TOOL), ("tree", TREE)]:
-        out = subprocess.run([tool], stdin=open(rl, "rb"), capture_output=True).stdout
-        outs[label] = out
-        tt = t(tool, rl)
-        r = rss(tool, rl)
-        print(f"N={n} RL {size/1e6:.1f} MB {label:10} time {tt:.3f}s / serde {tt/naive:.2f} / events {tt/events:.2f}  peak RSS {r/1e6:.1f} MB = {r/size:.2f}x")
-    print(f"N={n} outputs identical: {outs['streaming'] == outs['tree']} ({len(outs['streaming'])} bytes)")
+    for layout, write in [("bench", bench.resource_list), ("kpt", bench.kpt_resource_list)]:
+        rl = os.path.join(tmp, f"rl{n}-{layout}.yaml")
+        write(corpus, rl)
+        size = os.path.getsize(rl)
+        naive = bench.best([BASE, "serde-yaml", rl])
+        events = bench.best([BASE, "events", rl])
+        outs = {}
+        for label, tool in [("streaming", TOOL), ("tree", TREE)]:
+            out = subprocess.run([tool], stdin=open(rl, "rb"), capture_output=True).stdout
+            outs[label] = out
+            tt = t(tool, rl)
+            r = rss(tool, rl)
+            print(f"N={n} {layout:5} RL {size/1e6:.1f} MB {label:10} time {tt:.3f}s / serde {tt/naive:.2f} / events {tt/events:.2f}  peak RSS {r/1e6:.1f} MB = {r/size:.2f}x")
+        print(f"N={n} {layout:5} outputs identical: {outs['streaming'] == outs['tree']} ({len(outs['streaming'])} bytes)")
+    if n == 2000:
+        eval_exec(n, corpus)

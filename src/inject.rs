@@ -46,6 +46,9 @@ struct WorkloadPlan {
     /// Applied already: as it was read (`Early`), or as soon as it was planned (its
     /// document read again).
     applied: bool,
+    /// The trio members `apply` adds, made in plan order: in a ResourceList their
+    /// kpt indexes are then the same whichever workloads were applied earlier.
+    trio: Vec<Node>,
 }
 
 impl WorkloadPlan {
@@ -71,6 +74,7 @@ impl WorkloadPlan {
             record: None,
             changes: Vec::new(),
             applied: false,
+            trio: Vec::new(),
         }
     }
 }
@@ -109,7 +113,7 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
             return out;
         }
     };
-    let (plans, cleanup, done, mut next_index) = plan(batch, cfg, &token, &mut out);
+    let (plans, cleanup, done) = plan(batch, cfg, &token, &mut out);
     if out.has_errors() {
         batch.undo_decided();
         return out;
@@ -117,7 +121,7 @@ pub fn inject(batch: &mut Batch, cfg: &Config) -> Outcome {
     for d in done {
         batch.put_back(d.addr, d.doc, d.before);
     }
-    apply(batch, &plans, &token, &cleanup, &mut next_index);
+    apply(batch, plans, &token, &cleanup);
     out
 }
 
@@ -176,12 +180,7 @@ fn plan(
     cfg: &Config,
     token: &TokenSpec,
     out: &mut Outcome,
-) -> (
-    Vec<WorkloadPlan>,
-    Cleanup,
-    Vec<Done>,
-    BTreeMap<String, usize>,
-) {
+) -> (Vec<WorkloadPlan>, Cleanup, Vec<Done>) {
     let objects = batch.objects();
     // The kpt indexes new items take, given in plan order to the workloads read
     // again here and to the others in `apply`.
@@ -389,8 +388,9 @@ fn plan(
             }
             // (With errors nothing is applied: the plan goes on to find them all.)
             let krm = batch.sources[p.addr.source].kind.is_krm();
-            let trio = ((reread.is_some() || early.is_some()) && !out.has_errors())
-                .then(|| new_trio(&p, &obj, krm.then_some(&mut next_index)));
+            // Every plan's trio is made in plan order, the kpt indexes with it.
+            let trio =
+                (!out.has_errors()).then(|| new_trio(&p, &obj, krm.then_some(&mut next_index)));
             if let Some(doc) = reread {
                 p.applied = true;
                 if let Some(trio) = trio {
@@ -405,6 +405,8 @@ fn plan(
                         before: frozen_trio(trio),
                     });
                 }
+            } else {
+                p.trio = trio.unwrap_or_default();
             }
             selected.insert(p.addr);
             // Only what `apply` has left to do is kept: a large stream's workloads
@@ -448,7 +450,7 @@ fn plan(
         &cleanup.statuses,
         &mut out.reports,
     );
-    (plans, cleanup, done, next_index)
+    (plans, cleanup, done)
 }
 
 /// Why a workload cannot have the identity `name`: `other` in namespace `ns` has it.
@@ -1071,20 +1073,12 @@ fn conventional_order(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-fn apply(
-    batch: &mut Batch,
-    plans: &[WorkloadPlan],
-    token: &TokenSpec,
-    cleanup: &Cleanup,
-    next_index: &mut BTreeMap<String, usize>,
-) {
-    for p in plans.iter().filter(|p| !p.applied) {
-        let obj = batch.object(p.addr);
-        let krm = batch.sources[p.addr.source].kind.is_krm();
-        let trio_nodes = new_trio(p, &obj, krm.then_some(&mut *next_index));
+fn apply(batch: &mut Batch, plans: Vec<WorkloadPlan>, token: &TokenSpec, cleanup: &Cleanup) {
+    for mut p in plans.into_iter().filter(|p| !p.applied) {
+        let trio_nodes = std::mem::take(&mut p.trio);
         // Editing expands a document's aliases: only a workload that changes is edited.
-        if edits_workload(p) {
-            edit_workload(batch.object_mut(p.addr), p, token);
+        if edits_workload(&p) {
+            edit_workload(batch.object_mut(p.addr), &p, token);
         }
         if !trio_nodes.is_empty() {
             batch.insert_before(p.addr, trio_nodes);

@@ -10,7 +10,7 @@ use crate::guard;
 use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::read::item_problems;
 use crate::manifest::read::Evict;
-use crate::manifest::{parse_stream, Document};
+use crate::manifest::{parse_stream, Document, Edited};
 use crate::pipeline::{load, sink, Memory, Processor, Run};
 use crate::report::{self, Finding, Location};
 
@@ -82,7 +82,9 @@ fn run_items(
     let evict: Option<Evict> = processor.evicts().then_some(&evict);
     // Its items are in the stream's text once cut, the rest in the shell's: the
     // input goes before the items are read (and edited, as they are read).
-    laid.cut_items(&input);
+    if !laid.cut_items(&input) {
+        return Ok(Err(input));
+    }
     drop(input);
     let Some(items) = load::read_items(&mut laid, evict, run.workers) else {
         return Ok(Err(laid.input()));
@@ -92,7 +94,12 @@ fn run_items(
     // Written from the documents' text: edited documents may be written as they go.
     batch.freeze = evict.is_some();
     let mut findings = processor.process(&mut batch).krm_results();
-    if !sink::items_spliced(&mut batch.sources[0]) {
+    // An edited item with lines left of its others (`Laid::write_item`) or in
+    // flow style is written as the whole ResourceList's splice writes it only there.
+    let elsewhere = (batch.sources[0].docs.iter()).any(|d| {
+        d.text.is_some() && !matches!(d.edited, Edited::No) && laid.edits_elsewhere(d.index)
+    });
+    if elsewhere || !sink::items_spliced(&mut batch.sources[0]) {
         run.release(batch);
         return Ok(Err(laid.input()));
     }

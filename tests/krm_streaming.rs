@@ -10,80 +10,11 @@
 use crate::support;
 
 use kubectl_nvcf_worker::error::Exit;
-use kubectl_nvcf_worker::krm;
 use kubectl_nvcf_worker::manifest::{attach_text, parse_stream, splice, Node, Style};
-use kubectl_nvcf_worker::pipeline::{self, load, Memory};
+use kubectl_nvcf_worker::pipeline::{load, Memory};
 use kubectl_nvcf_worker::work::Workers;
 use support::corpus_files;
-
-fn on(memory: Memory) -> pipeline::Run {
-    pipeline::Run {
-        workers: Workers::new(2),
-        memory,
-        exits_after: false,
-    }
-}
-
-/// The function's answer: stdout and exit, or the error.
-fn answer(input: &str, memory: Memory) -> Result<(String, Exit), String> {
-    krm::run_resource_list_with(&on(memory), input.as_bytes())
-        .map(|o| (String::from_utf8(o.stdout).expect("UTF-8 output"), o.exit))
-        .map_err(|e| e.to_string())
-}
-
-/// Whether the ResourceList's items are read as a stream (else as one tree); the
-/// stream and the rest of the ResourceList then hold all of its bytes.
-#[track_caller]
-fn streams(input: &str) -> bool {
-    let bytes = input.as_bytes();
-    let Some(mut laid) = load::lay_out_resource_list(bytes) else {
-        return false;
-    };
-    if load::resource_list_items(&mut laid, bytes, None, Workers::serial()).is_none() {
-        return false;
-    }
-    assert!(
-        laid.input() == bytes,
-        "read as a stream, given back:\n{input}"
-    );
-    true
-}
-
-/// Runs both ways and compares; returns the streaming run's answer.
-#[track_caller]
-fn same(input: &str, what: &str) -> Result<(String, Exit), String> {
-    let held = answer(input, Memory::Hold);
-    let streamed = answer(input, Memory::Evict);
-    match (&streamed, &held) {
-        (Ok((s, se)), Ok((h, he))) => {
-            assert_eq!(se, he, "{what}: exit");
-            let at = s
-                .bytes()
-                .zip(h.bytes())
-                .position(|(a, b)| a != b)
-                .unwrap_or(s.len().min(h.len()));
-            if s != h {
-                std::fs::write("/tmp/krm-streamed.yaml", s).unwrap();
-                std::fs::write("/tmp/krm-held.yaml", h).unwrap();
-                std::fs::write("/tmp/krm-input.yaml", input).unwrap();
-            }
-            let line = s[..at].matches('\n').count();
-            let around = |t: &str| {
-                let lines: Vec<&str> = t.lines().collect();
-                lines[line.saturating_sub(8)..(line + 8).min(lines.len())].join("\n")
-            };
-            assert!(
-                s == h,
-                "{what}: output differs at byte {at}, line {}:\n{}\n--- held ---\n{}",
-                line + 1,
-                around(s),
-                around(h)
-            );
-        }
-        _ => assert_eq!(streamed, held, "{what}: verdict"),
-    }
-    streamed
-}
+use support::krm_diff::{answer, same, streams};
 
 /// Indents a document as an item of `items:` at column 0, as kpt writes them.
 fn item(doc: &str) -> String {
@@ -320,7 +251,7 @@ fn edge_cases_come_out_as_from_one_tree() {
         (
             "a comment left of the items",
             rl(&items(&[&a, cm]).replace("- apiVersion: v1\n  kind: ConfigMap", "# at the margin\n- apiVersion: v1\n  kind: ConfigMap")),
-            false,
+            true,
         ),
         ("blank lines before the config", rl(&format!("{}\n\n", items(&[&a, cm]))), true),
         (
@@ -344,7 +275,7 @@ fn edge_cases_come_out_as_from_one_tree() {
             false,
         ),
         ("CRLF items only", rl(&items(&[&a, cm]).replace('\n', "\r\n")), true),
-        ("a flow item", rl(&format!("{}- {{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"j\"}}}}\n", items(&[&a]))), false),
+        ("a flow item", rl(&format!("{}- {{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"j\"}}}}\n", items(&[&a]))), true),
         (
             "a JSON ResourceList",
             format!("{{\"apiVersion\": \"config.kubernetes.io/v1\", \"kind\": \"ResourceList\", \"items\": [{}]}}\n", serde_json::to_string(&support::docs(&a)[0]).unwrap()),
@@ -440,5 +371,85 @@ fn items_are_edited_as_they_are_read_when_the_indentation_is_known_first() {
             out.contains("nvcf-worker-token") && exit == Exit::Success,
             "{out}"
         );
+    }
+}
+
+/// kpt writes the closing quote of a multi-line single-quoted scalar at the
+/// margin, inside the item (a ConfigMap's embedded config): the parser says
+/// where the items are, so the item still reads alone and is written back as it
+/// came, beside an item that is edited.
+#[test]
+fn a_closing_quote_at_the_margin_inside_an_item_streams() {
+    let cm = "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm\n  data:\n    app.yaml: 'log_level: info\n\n      workers: 4\n\n'\n    other: \"a\n b\"\n";
+    let pod = item("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels:\n    nvcf.io/worker: \"true\"\nspec:\n  containers:\n  - name: c\n    image: x\n");
+    for (items, what) in [
+        (format!("{cm}{pod}"), "quote, then a workload"),
+        (format!("{pod}{cm}"), "a workload, then the quote"),
+        (format!("{pod}{cm}#c\n \n  \n  x: y\n"), "short lines"),
+    ] {
+        for config_first in [false, true] {
+            let input = resource_list(&items, &config(INJECT[1]), config_first);
+            assert!(streams(&input), "{what}: streams\n{input}");
+            let (out, exit) = same(&input, what).unwrap();
+            assert_eq!(exit, Exit::Success, "{out}");
+            assert!(out.contains(cm), "{what}: the ConfigMap as it came\n{out}");
+        }
+    }
+    // An edited item with such a line goes the tree's way, with the same answer.
+    let odd = pod.replace("    image: x\n", "    image: x\n    args: ['a\n\n']\n");
+    let input = resource_list(&odd, &config(INJECT[1]), false);
+    let (out, _) = same(&input, "edited, with a short line").unwrap();
+    assert!(out.contains("nvcf-worker-token"), "{out}");
+}
+
+/// `items:` inside a multi-line double-quoted scalar is no list of items: the
+/// stream's answer is the tree's refusal, and input that is no YAML is refused
+/// as the tree refuses it.
+#[test]
+fn items_inside_a_scalar_are_not_the_items() {
+    let cm = item("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n");
+    let head = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\n";
+    let inside = format!(
+        "{head}note: \"\nitems:\n{cm}\"\nitems:\n{}",
+        config(INJECT[1])
+    );
+    let broken = format!(
+        "{head}note: \"\nitems:\n{cm}\"\n  - x: [\n{}",
+        config(INJECT[1])
+    );
+    for (input, what) in [(inside, "items in a scalar"), (broken, "not YAML")] {
+        assert!(!streams(&input), "{what}");
+        let streamed = same(&input, what);
+        assert!(
+            !matches!(streamed, Ok((_, Exit::Success))),
+            "{what}: {streamed:?}"
+        );
+    }
+}
+
+/// A workload inside a v1 List item, then one edited as it is read (the
+/// functionConfig first, so its indentation is known before the items): their
+/// trios take the same kpt indexes on both paths, in plan order. (It passes on
+/// the code before trios were made in plan order too: that run's answer may
+/// come from the tree when the List item is edited; a case that streams end to
+/// end with both is still to be found.)
+#[test]
+fn generated_trios_take_the_same_kpt_indexes_on_both_paths() {
+    let pod = |name: &str, index: usize| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    nvcf.io/worker: \"true\"\n  annotations:\n    config.kubernetes.io/path: 'p.yaml'\n    config.kubernetes.io/index: '{index}'\nspec:\n  containers:\n  - name: c\n    image: x\n"
+        )
+    };
+    let list = format!(
+        "apiVersion: v1\nkind: List\nmetadata:\n  annotations:\n    config.kubernetes.io/path: 'p.yaml'\n    config.kubernetes.io/index: '0'\nitems:\n- {}",
+        pod("l", 0).replace('\n', "\n  ").trim_end()
+    );
+    for order in [[&list, &pod("a", 1)], [&pod("a", 0), &list]] {
+        let items: String = order.iter().map(|d| item(d)).collect();
+        let input = resource_list(&items, &config(INJECT[1]), true);
+        assert!(streams(&input));
+        let (out, exit) = same(&input, "List and an item edited as read").unwrap();
+        assert_eq!(exit, Exit::Success, "{out}");
+        assert!(out.matches("kind: ServiceAccount").count() >= 2, "{out}");
     }
 }

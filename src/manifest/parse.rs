@@ -547,6 +547,138 @@ pub fn parse_stream(input: &[u8]) -> Result<Vec<Document>, ParseError> {
     Ok(docs)
 }
 
+/// Where the items of one block list sit in a stream of one block-mapping
+/// document, found by one pass over the parser's events (no tree is built):
+/// `outline_list`.
+#[derive(Debug, PartialEq)]
+pub struct ListOutline {
+    /// Byte offset where each item's content starts (its first key), in order.
+    pub items: Vec<usize>,
+    /// Byte offset of the top-level key after the list, if any.
+    pub after: Option<usize>,
+}
+
+/// The outline of the block list under the top-level key `key`, or `None` when
+/// the stream does not parse (its reader says why), is not one block mapping, has
+/// directives, document markers, anchors or aliases anywhere, the list is not
+/// block style, or an item is no mapping or carries a tag: its items cannot be
+/// read alone then.
+/// Memory holds one event at a time and an offset per item, whatever the input's
+/// size. (libyaml-safer's marks count bytes, as `parse_stream` relies on; a byte
+/// order mark is the caller's to refuse.)
+pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
+    let mut slice = input;
+    let mut parser = Parser::new();
+    parser.set_input(std::io::BufReader::with_capacity(READ_WINDOW, &mut slice));
+    let mut depth = 0usize;
+    let mut docs = 0;
+    // At depth 1 a key and a value alternate: whether the next node is a key.
+    let mut at_key = true;
+    let mut in_list = false;
+    let mut after_list = false;
+    let mut found = false;
+    let mut outline = ListOutline {
+        items: Vec::new(),
+        after: None,
+    };
+    loop {
+        let event = parse_event(&mut parser)?.ok()?;
+        let start = event.start_mark.index as usize;
+        // Whether it opens a collection, and whether that is a block one untagged.
+        let (opens, anchor, block) = match &event.data {
+            EventData::StreamStart { .. } => continue,
+            EventData::StreamEnd => break,
+            EventData::DocumentStart {
+                implicit,
+                version_directive,
+                tag_directives,
+            } => {
+                docs += 1;
+                if !implicit || version_directive.is_some() || !tag_directives.is_empty() {
+                    return None;
+                }
+                continue;
+            }
+            EventData::DocumentEnd { implicit } => {
+                if !implicit {
+                    return None;
+                }
+                continue;
+            }
+            EventData::Alias { .. } => return None,
+            EventData::Scalar { anchor, .. } => (false, anchor, false),
+            EventData::SequenceStart {
+                anchor, tag, style, ..
+            } => (
+                true,
+                anchor,
+                tag.is_none() && *style == SequenceStyle::Block,
+            ),
+            EventData::MappingStart {
+                anchor, tag, style, ..
+            } => (true, anchor, tag.is_none() && *style == MappingStyle::Block),
+            EventData::SequenceEnd | EventData::MappingEnd => {
+                depth -= 1;
+                if depth == 1 {
+                    // A value at depth 1 ends: the list's, if it was in it.
+                    after_list |= in_list;
+                    in_list = false;
+                    at_key = true;
+                }
+                continue;
+            }
+        };
+        let is_map = matches!(event.data, EventData::MappingStart { .. });
+        let is_seq = matches!(event.data, EventData::SequenceStart { .. });
+        // (Depth 0: the root; 1: its keys and values; 2: the list's items.)
+        if anchor.is_some() || (depth == 0 && !(is_map && block)) {
+            return None;
+        }
+        match depth {
+            1 if at_key => {
+                let EventData::Scalar { value, .. } = &event.data else {
+                    return None;
+                };
+                if after_list && outline.after.is_none() {
+                    outline.after = Some(start);
+                }
+                if value == key {
+                    if found {
+                        return None;
+                    }
+                    found = true;
+                    in_list = true;
+                }
+                at_key = false;
+            }
+            1 => {
+                if in_list && !(is_seq && block) {
+                    return None;
+                }
+                at_key = !opens;
+            }
+            2 if in_list => {
+                // (A flow mapping untagged reads alone too: kpt writes a JSON
+                // file's objects so.)
+                let untagged = matches!(&event.data, EventData::MappingStart { tag: None, .. });
+                if !(is_map && untagged) {
+                    return None;
+                }
+                outline.items.push(start);
+            }
+            _ => {}
+        }
+        if opens {
+            depth += 1;
+            // (Deeper is refused by the tree's reader; stop reading here as it does.)
+            if depth >= MAX_DEPTH {
+                return None;
+            }
+        }
+    }
+    (docs == 1 && found).then_some(outline)
+}
+
 /// Gives each document its region of the stream: from the end of the one before (the
 /// stream's start for the first) to the start of the next (the stream's end for the
 /// last), so that the regions of all documents are the whole stream.

@@ -417,28 +417,37 @@ pub fn stream(input: Vec<u8>, workers: Workers) -> Result<Source> {
 }
 
 /// A ResourceList as kpt writes it, laid out to have its items read as a stream
-/// (`resource_list_items`): block YAML, `items:` at the left margin, each item a
-/// `- ` at one column with its lines two columns further right. Its items are then
-/// read as `inject` reads a stream's documents (dropped as read, or edited then),
+/// (`resource_list_items`): block YAML, its items a block list at the left margin,
+/// each a block mapping. Where the items are comes from the YAML parser
+/// (`parse::outline_list`), not from the text's layout. Its items are then read
+/// as `inject` reads a stream's documents (dropped as read, or edited then),
 /// instead of the whole ResourceList being held as one tree.
 pub struct Laid {
     /// The ResourceList without its items (`items:` left with no value): where
     /// `functionConfig` is read from and `results` are written into.
     pub shell: Document,
-    /// Where the items start in the input (after the `items:` line) and in the shell.
+    /// Where the items start in the input (the first item's `- ` line) and in the shell.
     pub head: usize,
     /// Where the items end in the input.
     pub end: usize,
-    /// The column of the items' `- `.
-    pub dash: usize,
+    /// Where each item starts in the input (its `- ` line), until cut.
+    starts: Vec<usize>,
     /// Whether the input breaks lines with CRLF, as `attach_text` judges it.
     pub crlf: bool,
-    /// The items as a stream (`Laid::cut_items`), once cut: with the shell, all of
-    /// the input.
+    /// The items as a stream (`Laid::cut_items`), once cut: with the shell and
+    /// `short`, all of the input.
     pub items: Option<std::sync::Arc<Vec<u8>>>,
-    /// How many items were cut.
-    count: usize,
+    /// The lines of an item that were less than `INDENT` spaces in, or only
+    /// spaces (inside a quoted scalar, where kpt writes a closing quote at the
+    /// margin, or a comment): (item, line of the item, spaces taken off), in order.
+    short: Vec<(u32, u32, u8)>,
+    /// The items in flow style (kpt writes a JSON file's objects so), in order:
+    /// alone, each is a flow document, which inject edits in JSON's style.
+    flow: Vec<u32>,
 }
+
+/// How far an item's lines are indented past its `- ` at the margin.
+const INDENT: usize = 2;
 
 /// A byte order mark anywhere. libyaml-safer takes one at the start of a document
 /// for a mark, not content: a line that starts with one once an item's indentation
@@ -458,35 +467,41 @@ fn is_blank_line(line: &[u8]) -> bool {
     matches!(line, b"\n" | b"\r\n")
 }
 
-/// How a line of the items starts a ResourceList item at column `dash`: `- ` and a
-/// plain key or a comment (kpt writes the comments heading a file there, above
-/// the item's first key), not a flow item, an anchor or a tag.
-fn starts_item(line: &[u8], dash: usize) -> bool {
-    line.len() > dash + 2
-        && line[..dash].iter().all(|&b| b == b' ')
-        && &line[dash..dash + 2] == b"- "
-        && (line[dash + 2].is_ascii_alphanumeric() || line[dash + 2] == b'#')
-}
-
-/// An item's line other than its first, two columns right of its `- `, with
-/// something left once they are taken off (a line of only those spaces would come
-/// back blank).
-fn continues_item(line: &[u8], dash: usize) -> bool {
-    let indent = dash + 2;
-    line.len() > indent
-        && line[..indent].iter().all(|&b| b == b' ')
-        && !is_blank_line(&line[indent..])
-        && !line[indent..].starts_with(b"---")
-        && !line[indent..].starts_with(b"...")
-        && !line[indent..].starts_with(b"%")
-        && !line[indent..].starts_with(b"\t")
+/// The start of the line of the `- ` at the margin of the item whose content
+/// starts at `at`: its line, or one above with only comment and blank lines
+/// between (kpt writes the comments heading a file as `- # comment`).
+fn dash_line(input: &[u8], at: usize) -> Option<usize> {
+    let line_start =
+        |end: usize| (input[..end].iter().rposition(|&b| b == b'\n')).map_or(0, |i| i + 1);
+    let mut from = line_start(at);
+    if from + INDENT != at {
+        return None;
+    }
+    if &input[from..at] == b"- " {
+        return Some(from);
+    }
+    if input[from..at].iter().any(|&b| b != b' ') {
+        return None;
+    }
+    while from > 0 {
+        from = line_start(from - 1);
+        let line = &input[from..];
+        let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+        if line.starts_with(b"- #") {
+            return Some(from);
+        }
+        let rest = line.trim_ascii();
+        if !(rest.is_empty() || rest.starts_with(b"#")) {
+            return None;
+        }
+    }
+    None
 }
 
 /// Lays a ResourceList out to read its items as a stream, or `None` when its text
 /// is not what that can write back byte for byte (flow or JSON, directives,
-/// several documents, comments or lines left of the items' content, an item that
-/// starts with a comment, anchor, tag or flow collection, a `results` already
-/// there, anchors in what is left): it is then read as one tree
+/// several documents, anchors or aliases, an item with a tag or in flow style, a
+/// `results` already there), or does not parse: it is then read as one tree
 /// (`resource_list`), which decides what is wrong with it, if anything.
 pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
     // (Other line breaks: a document with them is written anew, here an item or
@@ -498,43 +513,22 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
     {
         return None;
     }
-    let mut at = 0;
-    let mut head = None;
-    for line in lines(input) {
-        if [&b"---"[..], b"...", b"%"]
-            .iter()
-            .any(|m| line.starts_with(m))
-        {
-            return None;
-        }
-        if head.is_none() && line.starts_with(b"items:") && line[6..].trim_ascii().is_empty() {
-            head = Some(at + line.len());
-        }
-        at += line.len();
-    }
-    let head = head?;
-    let first = lines(&input[head..]).next()?;
-    let dash = first.iter().take_while(|&&b| b == b' ').count();
-    if !starts_item(first, dash) {
+    let outline = crate::manifest::parse::outline_list(input, "items")?;
+    let starts: Vec<usize> = (outline.items.iter())
+        .map(|&at| dash_line(input, at))
+        .collect::<Option<_>>()?;
+    let head = *starts.first()?;
+    let end = outline.after.unwrap_or(input.len());
+    // The next key at the margin; or the items last, not ending on a line of
+    // only spaces or a comment, which the tree drops where it adds `results`.
+    let last = input[..input.len() - 1]
+        .rsplit(|&b| b == b'\n')
+        .next()
+        .unwrap_or(b"");
+    let last = last.trim_ascii();
+    let last_bare = last.is_empty() || last.starts_with(b"#");
+    if (end > 0 && input[end - 1] != b'\n') || (outline.after.is_none() && last_bare) {
         return None;
-    }
-    let mut end = head;
-    let mut last_blank = false;
-    for line in lines(&input[head..]) {
-        let blank = is_blank_line(line);
-        if !(blank || starts_item(line, dash) || continues_item(line, dash)) {
-            break;
-        }
-        last_blank = blank;
-        end += line.len();
-    }
-    // What follows the items starts the ResourceList's next key; after the last
-    // key, the items end on a line of theirs (`results` go after it).
-    match input[end..].first() {
-        None if last_blank => return None,
-        None => {}
-        Some(b) if b.is_ascii_whitespace() || matches!(b, b'#' | b'-') => return None,
-        Some(_) => {}
     }
     let mut text = input[..head].to_vec();
     text.extend_from_slice(&input[end..]);
@@ -559,15 +553,16 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
     // that has one (`resource_list_items`). Only kpt's two columns are taken: the
     // items' new neighbours are written as new documents are.
     let (seq, map) = splice::indents_of(shell.text.as_deref()?, &shell.root, true);
-    let plain = plain && dash == 0 && seq.is_none() && map.is_none_or(|m| m == 2);
+    let plain = plain && seq.is_none() && map.is_none_or(|m| m == 2);
     plain.then_some(Laid {
         shell,
         head,
         end,
-        dash,
+        starts,
         crlf,
         items: None,
-        count: 0,
+        short: Vec::new(),
+        flow: Vec::new(),
     })
 }
 
@@ -579,7 +574,9 @@ pub fn resource_list_items(
     evict: Option<Evict>,
     workers: Workers,
 ) -> Option<Source> {
-    laid.cut_items(input);
+    if !laid.cut_items(input) {
+        return None;
+    }
     read_items(laid, evict, workers)
 }
 
@@ -591,7 +588,7 @@ pub fn resource_list_items(
 /// ResourceList is read as one tree (`Laid::input` gives its bytes back).
 pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Option<Source> {
     let text = laid.items.clone().expect("items cut");
-    let count = laid.count;
+    let count = laid.count();
     let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
     let refused = std::sync::atomic::AtomicBool::new(false);
     let each = |d: &mut Document| {
@@ -611,7 +608,6 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
         default_list_items(d, SourceKind::Items);
         let root = d.view();
         let alone = root.is_map()
-            && !root.is_flow()
             && d.resolved.is_none()
             && !d.directives
             && read::resource_list_item_problem(root).is_none();
@@ -642,30 +638,52 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
 }
 
 impl Laid {
+    /// How many items the ResourceList has.
+    pub fn count(&self) -> usize {
+        self.starts.len()
+    }
+
     /// Cuts the items out of `input` as the documents of one stream, each item's
-    /// lines with their indentation taken off, each after a `---` (`items`). With
-    /// the shell that is all of the input, which can go then: what reads the items
-    /// holds them once, not twice, and `input` gives the bytes back.
-    pub fn cut_items(&mut self, input: &[u8]) {
-        let items = &input[self.head..self.end];
-        let indent = self.dash + 2; // the `- ` of the first line, or as many spaces
+    /// lines with their indentation taken off (what a line has of it: `short`
+    /// keeps how much), each after a `---` (`items`). With the shell that is all
+    /// of the input, which can go then: what reads the items holds them once, not
+    /// twice, and `input` gives the bytes back. False (nothing cut) when a line
+    /// would read otherwise alone: a document marker, directive or tab at its
+    /// start once the indentation is off.
+    pub fn cut_items(&mut self, input: &[u8]) -> bool {
         let marker: &[u8] = if self.crlf { b"---\r\n" } else { b"---\n" };
-        let mut text = Vec::with_capacity(items.len());
-        let mut count = 0;
-        for line in lines(items) {
-            if starts_item(line, self.dash) {
-                text.extend_from_slice(marker);
-                count += 1;
+        let mut text = Vec::with_capacity(self.end - self.head + marker.len() * self.count());
+        let mut short = Vec::new();
+        let mut flow = Vec::new();
+        for (k, &from) in self.starts.iter().enumerate() {
+            let to = self.starts.get(k + 1).copied().unwrap_or(self.end);
+            text.extend_from_slice(marker);
+            for (i, line) in lines(&input[from..to]).enumerate() {
+                let spaces = line.iter().take(INDENT).take_while(|&&b| b == b' ').count();
+                let kept = match i {
+                    0 => &line[INDENT..],
+                    _ if is_blank_line(line) => line,
+                    _ => &line[spaces..],
+                };
+                if i > 0 && !is_blank_line(line) && (spaces < INDENT || is_blank_line(kept)) {
+                    short.push((k as u32, i as u32, spaces as u8));
+                }
+                if i == 0 && kept.starts_with(b"{") {
+                    flow.push(k as u32);
+                }
+                if [&b"---"[..], b"...", b"%", b"\t"]
+                    .iter()
+                    .any(|m| kept.starts_with(m))
+                {
+                    return false;
+                }
+                text.extend_from_slice(kept);
             }
-            let kept = if is_blank_line(line) {
-                line
-            } else {
-                &line[indent..]
-            };
-            text.extend_from_slice(kept);
         }
         self.items = Some(std::sync::Arc::new(text));
-        self.count = count;
+        self.short = short;
+        self.flow = flow;
+        true
     }
 
     /// The bytes before the items.
@@ -680,15 +698,17 @@ impl Laid {
         let marker: &[u8] = if self.crlf { b"---\r\n" } else { b"---\n" };
         let mut from = 0;
         let mut at = 0;
+        let mut item = 0;
         for line in lines(text) {
             if line == marker && at > 0 {
-                self.write_item(&text[from..at], out);
+                self.write_item(&text[from..at], Some(item), out);
                 from = at;
+                item += 1;
             }
             at += line.len();
         }
         if at > 0 {
-            self.write_item(&text[from..at], out);
+            self.write_item(&text[from..at], Some(item), out);
         }
     }
 
@@ -701,22 +721,40 @@ impl Laid {
         out
     }
 
+    /// Whether the item read as document `item` of the stream, edited, would
+    /// be written otherwise than the whole ResourceList's splice writes it: it
+    /// has lines indented less than its others (`short`), or is in flow style.
+    pub fn edits_elsewhere(&self, item: usize) -> bool {
+        let at = self.short.partition_point(|s| (s.0 as usize) < item);
+        self.short.get(at).is_some_and(|s| s.0 as usize == item)
+            || self.flow.binary_search(&(item as u32)).is_ok()
+    }
+
     /// Writes one document of the stream `resource_list_items` read (as
     /// `splice::render_doc` writes it) as the ResourceList item it stands for:
     /// its `---` line dropped, its first line after the `- `, the others indented
-    /// two columns right of it, blank lines blank. The inverse of how the items
-    /// were read, so an item written as read is its bytes in the input.
-    pub fn write_item(&self, doc: &[u8], out: &mut Vec<u8>) {
+    /// two columns right of it (an item's `short` lines as they were), blank lines
+    /// blank. The inverse of how the items were read, so an item written as read
+    /// is its bytes in the input. `item`: which item it was read as, unedited.
+    pub fn write_item(&self, doc: &[u8], item: Option<usize>, out: &mut Vec<u8>) {
         let body = [&b"---\r\n"[..], b"---\n"]
             .iter()
             .find_map(|m| doc.strip_prefix(*m))
             .unwrap_or(doc);
+        let mut short: &[(u32, u32, u8)] = &[];
+        if let Some(item) = item {
+            let from = self.short.partition_point(|s| (s.0 as usize) < item);
+            let to = from + self.short[from..].partition_point(|s| s.0 as usize == item);
+            short = &self.short[from..to];
+        }
         for (i, line) in lines(body).enumerate() {
             if i == 0 {
-                out.resize(out.len() + self.dash, b' ');
                 out.extend_from_slice(b"- ");
+            } else if let Some(&(_, _, spaces)) = short.first().filter(|s| s.1 as usize == i) {
+                short = &short[1..];
+                out.resize(out.len() + spaces as usize, b' ');
             } else if !is_blank_line(line) {
-                out.resize(out.len() + self.dash + 2, b' ');
+                out.resize(out.len() + INDENT, b' ');
             }
             out.extend_from_slice(line);
         }

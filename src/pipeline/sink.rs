@@ -1121,7 +1121,9 @@ pub fn resource_list_items(
                         .replace('\n', "\r\n")
                         .into_bytes();
                 }
-                laid.write_item(&bytes, &mut buf);
+                // (An edited item has no short lines: `krm::run_items`.)
+                let item = (doc.text.is_some()).then_some(doc.index);
+                laid.write_item(&bytes, item, &mut buf);
                 if buf.len() >= SPILL {
                     out.write_all(&buf).map_err(write_err)?;
                     buf.clear();

@@ -25,6 +25,8 @@ mod friction;
 mod helm;
 #[path = "../json_io.rs"]
 mod json_io;
+#[path = "../krm_kpt.rs"]
+mod krm_kpt;
 #[path = "../package_dirs.rs"]
 mod package_dirs;
 #[path = "../readme_commands.rs"]

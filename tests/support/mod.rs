@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod krm_diff;
 #[path = "oracle.rs"]
 pub mod oracle;
 pub mod surface;

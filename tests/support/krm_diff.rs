@@ -1,0 +1,77 @@
+//! The KRM function's two ways through a ResourceList compared: its items read
+//! as the documents of a stream (`Memory::Evict`) and the whole read as one tree
+//! (`Memory::Hold`) must answer alike, byte for byte.
+
+use kubectl_nvcf_worker::error::Exit;
+use kubectl_nvcf_worker::krm;
+use kubectl_nvcf_worker::pipeline::{self, load, Memory};
+use kubectl_nvcf_worker::work::Workers;
+
+pub fn on(memory: Memory) -> pipeline::Run {
+    pipeline::Run {
+        workers: Workers::new(2),
+        memory,
+        exits_after: false,
+    }
+}
+
+/// The function's answer: stdout and exit, or the error.
+pub fn answer(input: &str, memory: Memory) -> Result<(String, Exit), String> {
+    krm::run_resource_list_with(&on(memory), input.as_bytes())
+        .map(|o| (String::from_utf8(o.stdout).expect("UTF-8 output"), o.exit))
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the ResourceList's items are read as a stream (else as one tree); the
+/// stream and the rest of the ResourceList then hold all of its bytes.
+#[track_caller]
+pub fn streams(input: &str) -> bool {
+    let bytes = input.as_bytes();
+    let Some(mut laid) = load::lay_out_resource_list(bytes) else {
+        return false;
+    };
+    if load::resource_list_items(&mut laid, bytes, None, Workers::serial()).is_none() {
+        return false;
+    }
+    assert!(
+        laid.input() == bytes,
+        "read as a stream, given back:\n{input}"
+    );
+    true
+}
+
+/// Runs both ways and compares; returns the streaming run's answer.
+#[track_caller]
+pub fn same(input: &str, what: &str) -> Result<(String, Exit), String> {
+    let held = answer(input, Memory::Hold);
+    let streamed = answer(input, Memory::Evict);
+    match (&streamed, &held) {
+        (Ok((s, se)), Ok((h, he))) => {
+            assert_eq!(se, he, "{what}: exit");
+            let at = s
+                .bytes()
+                .zip(h.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(s.len().min(h.len()));
+            if s != h {
+                std::fs::write("/tmp/krm-streamed.yaml", s).unwrap();
+                std::fs::write("/tmp/krm-held.yaml", h).unwrap();
+                std::fs::write("/tmp/krm-input.yaml", input).unwrap();
+            }
+            let line = s[..at].matches('\n').count();
+            let around = |t: &str| {
+                let lines: Vec<&str> = t.lines().collect();
+                lines[line.saturating_sub(8)..(line + 8).min(lines.len())].join("\n")
+            };
+            assert!(
+                s == h,
+                "{what}: output differs at byte {at}, line {}:\n{}\n--- held ---\n{}",
+                line + 1,
+                around(s),
+                around(h)
+            );
+        }
+        _ => assert_eq!(streamed, held, "{what}: verdict"),
+    }
+    streamed
+}
