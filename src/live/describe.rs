@@ -220,7 +220,7 @@ use Visibility::{Cluster, Inferred, NotVisible};
 
 /// Every condition, in the order reported: ICMS's that the cluster shows, ICMS's
 /// it does not, then the worker library's, the agent's and this tool's.
-pub const CHECKS: [Check; 15] = [
+pub const CHECKS: [Check; 16] = [
     check("account", Icms, Cluster, account),
     check("serviceAccount", Icms, Cluster, service_account),
     check("podUID", Icms, Cluster, pod_uid),
@@ -236,14 +236,12 @@ pub const CHECKS: [Check; 15] = [
     check("env", WorkerLibrary, Cluster, env),
     check("httpsEndpoint", WorkerLibrary, NotVisible, https_endpoint),
     check("automount", Agent, Cluster, automount),
+    check("expiry", Tool, Cluster, expiry),
 ];
-
-/// This tool's own bounds, reported after NVCF's conditions.
-pub const TOOL_CHECKS: [Check; 1] = [check("expiry", Tool, Cluster, expiry)];
 
 /// Every condition's name, in report order.
 pub fn condition_kinds() -> impl Iterator<Item = &'static str> {
-    CHECKS.iter().chain(&TOOL_CHECKS).map(|c| c.kind)
+    CHECKS.iter().map(|c| c.kind)
 }
 
 /// What the verdict is drawn from, as read from the cluster.
@@ -649,7 +647,6 @@ fn expiry(f: &Facts) -> Outcome {
 pub fn conditions(f: &Facts) -> Vec<Condition> {
     CHECKS
         .iter()
-        .chain(&TOOL_CHECKS)
         .map(|c| {
             let (status, reason, fix) = match (c.run)(f) {
                 Holds(r) => (Status::Ok, r, None),
