@@ -220,6 +220,33 @@ mod tests {
         assert_ne!(name, dns_label_name(&plane, &"l".repeat(41)));
     }
 
+    proptest::proptest! {
+        /// Over generated IDs and legacy names (short and long, with hyphens):
+        /// a plane's name is a DNS label, the legacy name's own within 63
+        /// characters, names distinct planes apart, and an accepted ID is a
+        /// namespace's plane when its owner label names it.
+        #[test]
+        fn plane_names_are_dns_labels_and_tell_planes_apart(
+            a in "[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?",
+            b in "[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?",
+            legacy in "[a-z]([a-z0-9-]{0,50}[a-z0-9])?",
+        ) {
+            proptest::prop_assume!(a != DEFAULT_OWNER && a != SHARED_OWNER);
+            proptest::prop_assert_eq!(parse_plane(&a), Ok(a.clone()));
+            let name = dns_label_name(&a, &legacy);
+            proptest::prop_assert!(is_dns_label(&name), "{}", name);
+            let full = format!("{a}-{legacy}");
+            if full.len() <= 63 {
+                proptest::prop_assert_eq!(&name, &full);
+            }
+            if a != b && b != DEFAULT_OWNER {
+                proptest::prop_assert_ne!(&name, &dns_label_name(&b, &legacy));
+            }
+            let labels = json!({OWNER_LABEL: a});
+            proptest::prop_assert_eq!(namespace_plane(Some(&labels)), Some(a.clone()));
+        }
+    }
+
     #[test]
     fn a_namespace_is_its_owners_and_unlabelled_is_the_default_planes() {
         assert_eq!(namespace_plane(None).as_deref(), Some(DEFAULT_OWNER));

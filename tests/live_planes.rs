@@ -303,6 +303,65 @@ fn a_plane_is_named_exactly_or_the_command_stops() {
     assert_eq!(items(&doc).len(), 3);
 }
 
+/// A user who may list in one namespace only: the plane's agent cannot be read
+/// (no cluster-wide list of ServiceAccounts), nor, with the agent named, the
+/// namespace's owner; each stops with what to grant or give, never a guess.
+#[test]
+fn what_cannot_be_read_stops_the_command_and_says_why() {
+    let p = seeded(Cluster::start());
+    let c = &p.c;
+    let user = format!("one-namespace-{}", c.id);
+    let rules = json!([
+        {"apiGroups": [""], "resources": ["serviceaccounts", "pods", "replicationcontrollers", "podtemplates"], "verbs": ["list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["list"]}]);
+    c.create(json!({"apiVersion": RBAC, "kind": "Role",
+        "metadata": {"name": "list-only", "namespace": p.ms_a}, "rules": rules}));
+    c.create(json!({"apiVersion": RBAC, "kind": "RoleBinding",
+        "metadata": {"name": "list-only", "namespace": p.ms_a},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "list-only"},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}));
+    let kubeconfig = c.cp.user_kubeconfig(&user, &[], Some(&p.ms_a));
+    // The grant takes effect when the authorizer's informers see it: bounded wait.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !run_with(&kubeconfig, &["list"]).status.success() {
+        assert!(std::time::Instant::now() < deadline, "the grant never took");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = run_with(&kubeconfig, &["cleanup", "--control-plane", &p.a, "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "cannot list serviceaccounts across namespaces to find control plane {}'s agent",
+            p.a
+        )) && err.contains("forbidden")
+            && err.contains("--agent-namespace NS"),
+        "{err}"
+    );
+    let args = [
+        "cleanup",
+        "--control-plane",
+        &p.a,
+        "--agent-namespace",
+        &p.sys_a,
+        "--yes",
+        "--min-age",
+        "0s",
+    ];
+    let out = run_with(&kubeconfig, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("--control-plane {}: the namespaces' owners cannot be told: cannot get namespace \"{}\"", p.a, p.ms_a))
+            && err.contains("grant get on namespaces"),
+        "{err}"
+    );
+    // Nothing was deleted on either stop.
+    assert_eq!(c.members(&p.ms_a, "nvcf-worker-gone"), 3);
+}
+
 #[test]
 fn describe_checks_the_pods_plane() {
     let p = seeded(Cluster::start());
