@@ -218,17 +218,10 @@ pub struct ValidateArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct PolicyArgs {
-    /// The NVCF agent's ServiceAccount, whose requests the policy does not evaluate
-    /// (system:serviceaccount:NAMESPACE:NAME); repeatable [default: system:serviceaccount:nvca-system:nvca].
-    #[arg(long = "agent", value_name = "SUBJECT")]
-    pub agents: Vec<String>,
-    /// The agent's system namespace when it is not nvca-system (the NVCFBackend's spec.clusterConfig.systemNamespace): the default agent is system:serviceaccount:NAMESPACE:nvca.
-    #[arg(
-        long = "agent-namespace",
-        value_name = "NAMESPACE",
-        conflicts_with = "agents"
-    )]
-    pub agent_namespace: Option<String>,
+    /// The agents the policy does not evaluate: every plane's, by --agent or
+    /// --agent-namespace (each repeatable) [default: system:serviceaccount:nvca-system:nvca].
+    #[command(flatten)]
+    pub planes: crate::controlplane::PlaneArgs,
     /// A user (a GitOps controller) from whom the transformer's exact output is admitted; repeatable.
     #[arg(long = "allow-applier", value_name = "SUBJECT")]
     pub appliers: Vec<String>,
@@ -251,11 +244,11 @@ pub struct PolicyArgs {
     /// Print instead a MutatingAdmissionPolicy (and binding) that gives selected pods the
     /// worker identity in the cluster (account nvcf-worker of their namespace), and a
     /// validation refusing a selected pod it could not give it.
-    #[arg(long, conflicts_with_all = ["agents", "agent_namespace", "appliers", "audit_only", "namespace_kit", "trust_mutation"])]
+    #[arg(long, conflicts_with_all = ["agents", "agent_namespaces", "control_plane", "appliers", "audit_only", "namespace_kit", "trust_mutation"])]
     pub mutating: bool,
     /// Print what a namespace needs for --mutating: the Namespace labelled to match
     /// --namespace-selector and its nvcf-worker ServiceAccount, empty Role and RoleBinding; repeatable.
-    #[arg(long = "namespace-kit", value_name = "NAMESPACE", conflicts_with_all = ["agents", "agent_namespace", "appliers", "audit_only", "trust_mutation"])]
+    #[arg(long = "namespace-kit", value_name = "NAMESPACE", conflicts_with_all = ["agents", "agent_namespaces", "control_plane", "appliers", "audit_only", "trust_mutation"])]
     pub namespace_kit: Vec<String>,
     /// With --mutating: the NVCF cluster ID; the token audience is nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID", requires = "mutating")]
@@ -528,32 +521,19 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
         Some(Command::Policy(args)) if args.mutating || !args.namespace_kit.is_empty() => {
             mutating_policy(args, stdout)
         }
-        Some(Command::Policy(mut args)) => {
-            if let Some(bad) = args
-                .agents
-                .iter()
-                .find(|a| identity::parse_service_account_user(a).is_none())
-            {
+        Some(Command::Policy(args)) => {
+            if let Some(plane) = &args.planes.control_plane {
                 return Err(Error::Usage(format!(
-                    "--agent takes the agent's ServiceAccount as the API server names it, system:serviceaccount:NAMESPACE:NAME (the agent is system:serviceaccount:{}:{} unless its system namespace was changed: then --agent-namespace), not {bad:?}",
-                    identity::AGENT_NAMESPACE,
-                    identity::AGENT_ACCOUNT
+                    "policy prints one policy for every control plane and does not read the cluster: exempt each plane's agent with --agent-namespace NS (repeatable) instead of --control-plane {plane} (`kubectl get serviceaccounts -A --field-selector metadata.name={} -L {}` shows them)",
+                    identity::AGENT_ACCOUNT,
+                    crate::controlplane::OWNER_LABEL
                 )));
             }
-            if args.agents.is_empty() {
-                let ns = args
-                    .agent_namespace
-                    .as_deref()
-                    .unwrap_or(identity::AGENT_NAMESPACE);
-                let agent = identity::service_account_user(ns, identity::AGENT_ACCOUNT);
-                if identity::parse_service_account_user(&agent).is_none() {
-                    return Err(Error::Usage(format!(
-                        "--agent-namespace takes a namespace name, not {ns:?}"
-                    )));
-                }
-                args.agents.push(agent);
+            let mut agents = args.planes.named_agents().map_err(Error::Usage)?;
+            if agents.is_empty() {
+                agents.push(crate::controlplane::agent_user(identity::AGENT_NAMESPACE));
             }
-            let subjects = args.agents.iter().chain(&args.appliers);
+            let subjects = agents.iter().chain(&args.appliers);
             if let Some(bad) = subjects
                 .into_iter()
                 .find(|s| s.trim().is_empty() || s.trim() != s.as_str())
@@ -566,7 +546,7 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
                 name: args
                     .name
                     .unwrap_or_else(|| crate::policy::DEFAULT_NAME.into()),
-                agents: args.agents,
+                agents,
                 appliers: args.appliers,
                 failure_policy: match args.failure_policy {
                     FailurePolicy::Fail => "Fail",

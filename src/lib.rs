@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod complete;
 pub mod config;
+pub mod controlplane;
 pub mod error;
 pub mod guard;
 pub mod identity;

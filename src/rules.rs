@@ -346,7 +346,7 @@ pub const RULES: &[Rule] = &[
         name: "ManifestIdentityInAgentNamespace",
         severity: Severity::Error,
         short: "A manifest-declared worker identity in a namespace the agent provisions itself",
-        full: "A namespace whose workload-instance-type label the agent set to miniservice is a MiniService's, made by the agent: its reconciler creates the worker ServiceAccount and resets the worker Role and RoleBinding, its webhook rejects reserved names in the charts it applies, and it registers with ICMS only the pods it made. An identity declared there with `inject` fights the reconciler and gets no token ICMS accepts.",
+        full: "A namespace whose workload-instance-type label the agent set to miniservice is a MiniService's, made by the agent: its reconciler creates the worker ServiceAccount and resets the worker Role and RoleBinding, its webhook rejects reserved names in the charts it applies, and it registers with ICMS only the pods it made. An identity declared there with `inject` fights the reconciler and gets no token ICMS accepts. With several NVCF control planes the namespace is the agent's of the plane its nvcf.nvidia.com/control-plane-owner label names (none: the legacy plane), and the finding names that plane.",
         help: "Remove the manifest-declared ServiceAccount, Role and RoleBinding (uninject the workload) and let the agent provision the namespace's nvcf-worker.",
         reads: "the trio's origin label and its live Namespace's labels",
         at: &[Where::Audit],

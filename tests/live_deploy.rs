@@ -312,6 +312,33 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
     );
     assert_eq!(c.members(&c.ns, "nvcf-worker"), 3);
 
+    // One control plane's (issue 45): its agent and its namespaces are read with
+    // the same grants; the other namespaces' orphans stay.
+    let plane = format!("plane-{}", c.id);
+    let owner = "nvcf.nvidia.com/control-plane-owner";
+    let sys = c.ns_labelled("plane-sys", json!({owner: plane}));
+    c.create(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "nvca", "namespace": sys, "labels": {owner: plane}}}));
+    let mine = c.ns_labelled("plane-ws", json!({owner: plane}));
+    c.seed_trio(&mine, "nvcf-worker-gone");
+    c.seed_trio(&c.ns, "nvcf-worker-other");
+    let one_plane = [
+        "cleanup",
+        "-A",
+        "--yes",
+        "--min-age",
+        "0s",
+        "--control-plane",
+        &plane,
+    ];
+    let out = ok(&run_with(&as_token, &one_plane));
+    assert!(out.contains("deleted: 1 identities (3 objects)"), "{out}");
+    assert_eq!(c.members(&mine, "nvcf-worker-gone"), 0);
+    assert_eq!(c.members(&c.ns, "nvcf-worker-other"), 3);
+    c.delete(RBAC, "RoleBinding", Some(&c.ns), "nvcf-worker-other");
+    c.delete(RBAC, "Role", Some(&c.ns), "nvcf-worker-other");
+    c.delete("v1", "ServiceAccount", Some(&c.ns), "nvcf-worker-other");
+
     // Without any one of them: a clear stop naming it, for each in turn.
     let role = c
         .get(RBAC, "ClusterRole", None, "nvcf-identity-cleanup")

@@ -11,7 +11,7 @@
 //! controller and an ordinary account are left to their controller's template.
 //! The pod checks still run on every pod.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 
 use serde_json::Value;
@@ -20,6 +20,7 @@ use super::client::{self, Kube, Resource, Scope};
 use super::inventory::{self, Identity, ListedObject, MadeBy, Member};
 use super::namespaces::{self, AgentNamespaces};
 use super::output::{self, Format};
+use super::planes::{self, Selected};
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::identity::{self, Marks};
@@ -375,8 +376,8 @@ pub fn agent_namespace_findings(
     let mut out = Vec::new();
     let mut unchecked = Vec::new();
     for id in &declared {
-        match namespaces.provisioned(&id.namespace) {
-            Some(true) => {
+        match namespaces.planes(&id.namespace).map(|p| p.provisioned_by) {
+            Some(Some(plane)) => {
                 let member = [Member::ServiceAccount, Member::Role, Member::RoleBinding]
                     .into_iter()
                     .find_map(|m| id.member(m))
@@ -386,7 +387,7 @@ pub fn agent_namespace_findings(
                     Finding::error(format!(
                         "worker identity {:?} is {}",
                         id.name,
-                        super::list::conflict_note(&id.namespace)
+                        super::list::conflict_note(&id.namespace, &plane)
                     ))
                     .rule(rules::MANIFEST_IDENTITY_IN_AGENT_NAMESPACE)
                     .resource(Some(ResourceRef {
@@ -398,7 +399,7 @@ pub fn agent_namespace_findings(
                     .field(format!("metadata.labels.{}", identity::ORIGIN_LABEL)),
                 );
             }
-            Some(false) => {}
+            Some(None) => {}
             None => unchecked.push(format!("{}/{}", id.namespace, id.name)),
         }
     }
@@ -411,6 +412,33 @@ pub fn agent_namespace_findings(
         )));
     }
     out
+}
+
+/// With `--control-plane`: keeps the findings on the plane's namespaces, and those
+/// on cluster-scoped objects or on none (they concern every plane); returns the
+/// namespaces read (the findings' and the identities'), which must be readable.
+async fn keep_plane(
+    kube: &Kube,
+    scope: &Scope,
+    findings: &mut Vec<Finding>,
+    identities: &[Identity],
+    plane: &str,
+) -> Result<AgentNamespaces> {
+    let needed: BTreeSet<String> = findings
+        .iter()
+        .filter_map(|f| f.resource.as_ref()?.namespace.clone())
+        .chain(identities.iter().map(|i| i.namespace.clone()))
+        .collect();
+    let read = planes::read_for_plane(kube, scope, &needed, plane).await?;
+    findings.retain(|f| in_plane(f, &read, plane));
+    Ok(read)
+}
+
+fn in_plane(f: &Finding, read: &AgentNamespaces, plane: &str) -> bool {
+    match f.resource.as_ref().and_then(|r| r.namespace.as_deref()) {
+        None => true,
+        Some(ns) => planes::owns(read, ns, plane),
+    }
 }
 
 /// The label kube-apiserver puts on the RBAC objects it creates at start.
@@ -472,6 +500,7 @@ pub async fn run(
     kube: &Kube,
     scope: &Scope,
     cluster_id: Option<&str>,
+    plane: Option<&Selected>,
     format: Option<Format>,
     stdout: &mut dyn Write,
 ) -> Result<()> {
@@ -588,9 +617,15 @@ pub async fn run(
     .flat_map(|i| lists[i].iter())
     .filter_map(ListedObject::from_item);
     let identities = inventory::identities(trio_members);
-    let needed = super::declared_namespaces(&identities);
-    let agent_namespaces = namespaces::read(kube, scope, &needed).await?;
-    findings.extend(agent_namespace_findings(&identities, &agent_namespaces));
+    let agent_namespaces = match plane {
+        None => namespaces::read(kube, scope, &super::declared_namespaces(&identities)).await?,
+        Some(p) => keep_plane(kube, scope, &mut findings, &identities, &p.id).await?,
+    };
+    let mut nvw205 = agent_namespace_findings(&identities, &agent_namespaces);
+    if let Some(p) = plane {
+        nvw205.retain(|f| in_plane(f, &agent_namespaces, &p.id));
+    }
+    findings.extend(nvw205);
 
     let errors = findings
         .iter()
@@ -616,17 +651,18 @@ pub async fn run(
             )
             .map_err(write_err)?;
         }
-        Some(format) => output::write(
-            output::AUDIT_REPORT,
-            serde_json::json!({
+        Some(format) => {
+            let mut doc = serde_json::json!({
                 "objects": objects,
                 "errors": errors,
                 "warnings": warnings,
                 "findings": findings,
-            }),
-            format,
-            stdout,
-        )?,
+            });
+            if let Some(p) = plane {
+                doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
+            }
+            output::write(output::AUDIT_REPORT, doc, format, stdout)?
+        }
     }
     if errors > 0 {
         return Err(Error::Reported { errors });
@@ -797,7 +833,6 @@ mod tests {
     #[test]
     fn nvw205_flags_declared_identities_in_agent_namespaces_only() {
         use crate::live::inventory::tests::{manifest_trio, trio};
-        use std::collections::HashMap;
         let objects = [
             manifest_trio("agent", "nvcf-worker-web", "Deployment/web", "apps/v1"),
             manifest_trio("plain", "nvcf-worker-web", "Deployment/web", "apps/v1"),
@@ -805,10 +840,7 @@ mod tests {
         ]
         .concat();
         let ids = inventory::identities(objects);
-        let read = AgentNamespaces::Read(HashMap::from([
-            ("agent".to_string(), true),
-            ("plain".to_string(), false),
-        ]));
+        let read = crate::live::namespaces::tests::read_of(&[("agent", true), ("plain", false)]);
         let found = agent_namespace_findings(&ids, &read);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(

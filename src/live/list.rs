@@ -11,6 +11,7 @@ use super::inventory::{human_age, MadeBy, Member, Origin, OwnerStatus, State, St
 use super::namespaces::AgentNamespaces;
 use super::output::{self, Format};
 use super::Inventory;
+use crate::controlplane;
 use crate::error::{Error, Result};
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -65,6 +66,14 @@ pub struct Row {
     /// cannot be told.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The control plane owning the identity's namespace (its
+    /// `nvcf.nvidia.com/control-plane-owner` label; `default` when unlabelled).
+    /// Absent when the namespace was not read or could not be, or no plane owns it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<String>,
+    /// Whether the namespace's labels were read (PLANE says `<unknown>` if not).
+    #[serde(skip)]
+    pub planes_read: bool,
     pub owner: OwnerRef,
     pub members: Members,
     pub complete: bool,
@@ -79,10 +88,19 @@ fn timestamp(secs: i64) -> Option<String> {
         .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
-/// What `conflict` says of a manifest-declared identity in an agent-provisioned namespace.
-pub fn conflict_note(namespace: &str) -> String {
+/// What `conflict` says of a manifest-declared identity in a namespace `plane`'s
+/// agent provisions; the legacy plane's as before there were several.
+pub fn conflict_note(namespace: &str, plane: &str) -> String {
+    let (who, owner) = if plane == controlplane::DEFAULT_OWNER {
+        ("the agent".to_string(), String::new())
+    } else {
+        (
+            format!("control plane {plane}'s agent"),
+            format!(", {}={plane}", controlplane::OWNER_LABEL),
+        )
+    };
     format!(
-        "declared in a manifest in namespace {namespace}, which the agent provisions itself ({}={}): its reconciler owns the worker identity there and registers only its own pods; remove this ServiceAccount, Role and RoleBinding and let the agent provision the namespace's identity",
+        "declared in a manifest in namespace {namespace}, which {who} provisions itself ({}={}{owner}): its reconciler owns the worker identity there and registers only its own pods; remove this ServiceAccount, Role and RoleBinding and let the agent provision the namespace's identity",
         crate::identity::WORKLOAD_INSTANCE_TYPE_LABEL,
         crate::identity::WORKLOAD_INSTANCE_TYPE_MINISERVICE
     )
@@ -124,10 +142,13 @@ pub fn rows(
                 })
             };
             let made_by = id.made_by();
+            let planes = namespaces.planes(&id.namespace);
             let (conflict, note) = match made_by {
-                MadeBy::Manifest => match namespaces.provisioned(&id.namespace) {
-                    Some(true) => (Some(Some(true)), Some(conflict_note(&id.namespace))),
-                    Some(false) => (Some(Some(false)), None),
+                MadeBy::Manifest => match planes.as_ref().map(|p| p.provisioned_by.as_deref()) {
+                    Some(Some(plane)) => {
+                        (Some(Some(true)), Some(conflict_note(&id.namespace, plane)))
+                    }
+                    Some(None) => (Some(Some(false)), None),
                     None => (Some(None), namespaces.why_unknown().map(str::to_string)),
                 },
                 MadeBy::Agent | MadeBy::Unknown => (None, None),
@@ -139,6 +160,8 @@ pub fn rows(
                 made_by,
                 conflict,
                 note,
+                planes_read: planes.is_some(),
+                control_plane: planes.and_then(|p| p.plane),
                 owner: OwnerRef {
                     api_version,
                     kind,
@@ -239,7 +262,45 @@ fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Re
     Ok(())
 }
 
-pub fn render(rows: &[Row], format: Option<Format>, out: &mut dyn Write) -> Result<()> {
+/// `list -o`: the documents, or `wide`, the table with each identity's PLANE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    Json,
+    Yaml,
+    /// The table with a PLANE column: the control plane owning each namespace.
+    Wide,
+}
+
+impl ListFormat {
+    /// Whether the output shows planes, so every identity's namespace is read.
+    pub fn shows_planes(format: Option<ListFormat>) -> bool {
+        format.is_some()
+    }
+}
+
+/// The PLANE cell: `<unknown>` when the namespace was not or could not be read,
+/// `<none>` when no plane owns it.
+fn plane_cell(r: &Row) -> String {
+    match (&r.control_plane, r.planes_read) {
+        (Some(p), _) => p.clone(),
+        (None, false) => "<unknown>".into(),
+        (None, true) => "<none>".into(),
+    }
+}
+
+/// The table or the document; the document names the plane `--control-plane` kept to.
+pub fn render(
+    rows: &[Row],
+    format: Option<ListFormat>,
+    plane: Option<&super::planes::Selected>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let wide = format == Some(ListFormat::Wide);
+    let format = match format {
+        Some(ListFormat::Json) => Some(Format::Json),
+        Some(ListFormat::Yaml) => Some(Format::Yaml),
+        Some(ListFormat::Wide) | None => None,
+    };
     match format {
         None => {
             if rows.is_empty() {
@@ -248,7 +309,7 @@ pub fn render(rows: &[Row], format: Option<Format>, out: &mut dyn Write) -> Resu
             let cells: Vec<Vec<String>> = rows
                 .iter()
                 .map(|r| {
-                    vec![
+                    let mut cells = vec![
                         r.namespace.clone(),
                         r.name.clone(),
                         r.origin.to_string(),
@@ -258,33 +319,38 @@ pub fn render(rows: &[Row], format: Option<Format>, out: &mut dyn Write) -> Resu
                         trio_cell(&r.members),
                         r.age_seconds.map_or("<unknown>".into(), human_age),
                         r.state.as_str().to_string(),
-                        note_cell(r),
-                    ]
+                    ];
+                    if wide {
+                        cells.push(plane_cell(r));
+                    }
+                    cells.push(note_cell(r));
+                    cells
                 })
                 .collect();
-            write_table(
-                &[
-                    "NAMESPACE",
-                    "NAME",
-                    "ORIGIN",
-                    "MADE-BY",
-                    "OWNER",
-                    "OWNER-STATUS",
-                    "TRIO",
-                    "AGE",
-                    "STATE",
-                    "NOTE",
-                ],
-                &cells,
-                out,
-            )
+            let mut header = vec![
+                "NAMESPACE",
+                "NAME",
+                "ORIGIN",
+                "MADE-BY",
+                "OWNER",
+                "OWNER-STATUS",
+                "TRIO",
+                "AGE",
+                "STATE",
+            ];
+            if wide {
+                header.push("PLANE");
+            }
+            header.push("NOTE");
+            write_table(&header, &cells, out)
         }
-        Some(format) => output::write(
-            output::WORKER_IDENTITY_LIST,
-            serde_json::json!({ "items": rows }),
-            format,
-            out,
-        ),
+        Some(format) => {
+            let mut doc = serde_json::json!({ "items": rows });
+            if let Some(p) = plane {
+                doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
+            }
+            output::write(output::WORKER_IDENTITY_LIST, doc, format, out)
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub mod in_use;
 pub mod inventory;
 pub mod list;
 pub mod namespaces;
+pub mod planes;
 pub use crate::output;
 
 use std::io::{IsTerminal, Write};
@@ -103,14 +104,16 @@ pub struct ListArgs {
     pub connection: ConnectionArgs,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub planes: crate::controlplane::PlaneArgs,
     /// Only identities with a ServiceAccount, Role or RoleBinding whose labels match (`key=value,key!=value,key in (a,b),key,!key`).
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
     #[command(flatten)]
     pub state: StateArgs,
-    /// Print a versioned report.nvcf.io/v1alpha1 WorkerIdentityList instead of the table.
+    /// Print a versioned report.nvcf.io/v1alpha1 WorkerIdentityList instead of the table, or (wide) the table with each identity's control plane.
     #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    pub output: Option<list::ListFormat>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -129,6 +132,8 @@ pub struct CleanupArgs {
     pub connection: ConnectionArgs,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub planes: crate::controlplane::PlaneArgs,
     /// Only identities with a ServiceAccount, Role or RoleBinding whose labels match; the others are neither deleted nor reported.
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
@@ -151,6 +156,8 @@ pub struct AuditArgs {
     pub connection: ConnectionArgs,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub planes: crate::controlplane::PlaneArgs,
     /// The NVCF cluster ID: token audiences must be nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
@@ -166,6 +173,8 @@ pub struct DescribeArgs {
     pub pod: String,
     #[command(flatten)]
     pub connection: ConnectionArgs,
+    #[command(flatten)]
+    pub planes: crate::controlplane::PlaneArgs,
     /// The NVCF cluster ID: the token's audience must be nvcf-icms:<ID> (without it, the audience found is reported).
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
@@ -604,12 +613,26 @@ pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
+        let plane = planes::resolve(&kube, &args.planes).await?;
         let mut inventory = gather(&kube, &scope).await?;
         select(&mut inventory, selector.as_ref());
-        let agent_namespaces =
-            namespaces::read(&kube, &scope, &declared_namespaces(&inventory.identities)).await?;
+        let agent_namespaces = match &plane {
+            Some(p) => planes::keep_plane(&kube, &scope, &mut inventory.identities, &p.id).await?,
+            None => {
+                let needed = if list::ListFormat::shows_planes(args.output) {
+                    inventory
+                        .identities
+                        .iter()
+                        .map(|i| i.namespace.clone())
+                        .collect()
+                } else {
+                    declared_namespaces(&inventory.identities)
+                };
+                namespaces::read(&kube, &scope, &needed).await?
+            }
+        };
         let rows = list::rows(&inventory, &agent_namespaces, now(), &args.state.options());
-        list::render(&rows, args.output, stdout)
+        list::render(&rows, args.output, plane.as_ref(), stdout)
     })
 }
 
@@ -627,8 +650,12 @@ pub fn run_cleanup(
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
+        let plane = planes::resolve(&kube, &args.planes).await?;
         let mut inventory = gather(&kube, &scope).await?;
         select(&mut inventory, selector.as_ref());
+        if let Some(p) = &plane {
+            planes::keep_plane(&kube, &scope, &mut inventory.identities, &p.id).await?;
+        }
         let plan = cleanup::plan(
             &inventory.identities,
             &inventory.owners,
@@ -687,15 +714,34 @@ pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
+        let plane = planes::resolve(&kube, &args.planes).await?;
         audit::run(
             &kube,
             &scope,
             args.cluster_id.as_deref(),
+            plane.as_ref(),
             args.output,
             stdout,
         )
         .await
     })
+}
+
+/// `describe --control-plane ID` of a pod in another plane's namespace is an error.
+async fn check_pod_plane(kube: &Kube, namespace: &str, pod: &str, plane: &str) -> Result<()> {
+    let scope = Scope::Namespace(namespace.to_string());
+    let needed = std::collections::BTreeSet::from([namespace.to_string()]);
+    let read = planes::read_for_plane(kube, &scope, &needed, plane).await?;
+    if planes::owns(&read, namespace, plane) {
+        return Ok(());
+    }
+    let owner = read
+        .planes(namespace)
+        .and_then(|p| p.plane)
+        .map_or("no plane".to_string(), |p| format!("control plane {p}"));
+    Err(Error::Live(format!(
+        "pod {namespace}/{pod}: namespace {namespace} belongs to {owner}, not control plane {plane}"
+    )))
 }
 
 /// A refused verdict exits 1, as `kubectl auth can-i` does for "no": the report
@@ -708,16 +754,37 @@ pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
             .namespace
             .clone()
             .unwrap_or_else(|| kube.default_namespace.clone());
+        let plane = planes::resolve(&kube, &args.planes).await?;
+        if let Some(p) = &plane {
+            check_pod_plane(&kube, &namespace, &args.pod, &p.id).await?;
+        }
         let verdict =
             describe::describe(&kube, &namespace, &args.pod, args.cluster_id.as_deref()).await?;
         match args.output {
-            Some(format) => output::write(
-                output::WORKER_VERDICT,
-                serde_json::to_value(&verdict).expect("plain struct"),
-                format,
-                stdout,
-            )?,
-            None => describe::write_text(&verdict, stdout).map_err(write_err)?,
+            Some(format) => {
+                let mut doc = serde_json::to_value(&verdict).expect("plain struct");
+                if let Some(p) = &plane {
+                    doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
+                }
+                output::write(output::WORKER_VERDICT, doc, format, stdout)?
+            }
+            None => {
+                describe::write_text(&verdict, stdout).map_err(write_err)?;
+                if let Some(p) = &plane {
+                    writeln!(
+                        stdout,
+                        "control plane {}: its agent is {} ({})",
+                        p.id,
+                        p.agent,
+                        if p.agent_from == "flags" {
+                            "named by the flags"
+                        } else {
+                            "read from the cluster"
+                        }
+                    )
+                    .map_err(write_err)?;
+                }
+            }
         }
         let failing: Vec<String> = verdict
             .failing()

@@ -1,27 +1,44 @@
-//! Which namespaces the agent provisions itself: a MiniService's namespace, which
-//! the agent labels `WORKLOAD_INSTANCE_TYPE_LABEL: WORKLOAD_INSTANCE_TYPE_MINISERVICE`
-//! and in which its reconciler owns the worker ServiceAccount, Role and RoleBinding.
-//! An identity declared in a manifest there conflicts with the agent; `list` and
-//! `audit` flag it. Namespaces are read only when some manifest-declared identity
-//! needs it, and a namespace that cannot be read is said to be unknown, never
-//! guessed either way.
+//! Which namespaces an agent provisions itself, and which control plane owns each:
+//! a MiniService's namespace, which the agent labels `WORKLOAD_INSTANCE_TYPE_LABEL:
+//! WORKLOAD_INSTANCE_TYPE_MINISERVICE` (and, with several planes, its owner), and in
+//! which its reconciler owns the worker ServiceAccount, Role and RoleBinding. The
+//! rules are `controlplane`'s. An identity declared in a manifest there conflicts
+//! with the agent; `list` and `audit` flag it. Namespaces are read only when some
+//! identity needs it, and a namespace that cannot be read is said to be unknown,
+//! never guessed either way.
 
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use super::client::{self, Kube, Scope};
+use crate::controlplane;
 use crate::error::{Error, Result};
-use crate::identity::{WORKLOAD_INSTANCE_TYPE_LABEL, WORKLOAD_INSTANCE_TYPE_MINISERVICE};
+use crate::identity::WORKLOAD_INSTANCE_TYPE_LABEL;
 
-/// Whether a namespace with these labels is one the agent provisions itself:
+/// Whether a namespace with these labels is one an agent provisions itself:
 /// the label with exactly the MiniService value (the agent's other workload type,
-/// `pod_spec`, and any other value are not).
+/// `pod_spec`, and any other value are not), owned by a plane.
 pub fn labels_say_agent(labels: Option<&Value>) -> bool {
-    labels
-        .and_then(|l| l.get(WORKLOAD_INSTANCE_TYPE_LABEL))
-        .and_then(Value::as_str)
-        == Some(WORKLOAD_INSTANCE_TYPE_MINISERVICE)
+    controlplane::provisioning_plane(labels).is_some()
+}
+
+/// What a namespace's labels say of planes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Planes {
+    /// The plane that owns it (`controlplane::namespace_plane`).
+    pub plane: Option<String>,
+    /// The plane whose agent provisions it itself (`controlplane::provisioning_plane`).
+    pub provisioned_by: Option<String>,
+}
+
+impl Planes {
+    pub fn of(labels: Option<&Value>) -> Planes {
+        Planes {
+            plane: controlplane::namespace_plane(labels),
+            provisioned_by: controlplane::provisioning_plane(labels),
+        }
+    }
 }
 
 /// What is known of the namespaces the identities live in.
@@ -30,9 +47,9 @@ pub enum AgentNamespaces {
     /// Nothing needed them: no manifest-declared identity in scope.
     #[default]
     NotRead,
-    /// Namespace -> whether the agent provisions it. A namespace that is not in
-    /// the map does not exist (gone since its identity was listed): not the agent's.
-    Read(HashMap<String, bool>),
+    /// Namespace -> its planes. A namespace that is not in the map does not
+    /// exist (gone since its identity was listed): no plane's.
+    Read(HashMap<String, Planes>),
     /// The namespaces could not be read: why, and what would let them be.
     Unreadable(String),
 }
@@ -42,7 +59,17 @@ impl AgentNamespaces {
     /// None when that cannot be told.
     pub fn provisioned(&self, ns: &str) -> Option<bool> {
         match self {
-            AgentNamespaces::Read(map) => Some(map.get(ns).copied().unwrap_or(false)),
+            AgentNamespaces::Read(map) => {
+                Some(map.get(ns).is_some_and(|p| p.provisioned_by.is_some()))
+            }
+            AgentNamespaces::NotRead | AgentNamespaces::Unreadable(_) => None,
+        }
+    }
+
+    /// The namespace's planes; None when that cannot be told.
+    pub fn planes(&self, ns: &str) -> Option<Planes> {
+        match self {
+            AgentNamespaces::Read(map) => Some(map.get(ns).cloned().unwrap_or_default()),
             AgentNamespaces::NotRead | AgentNamespaces::Unreadable(_) => None,
         }
     }
@@ -59,7 +86,8 @@ impl AgentNamespaces {
 
 fn unreadable(verb: &str, what: &str, message: &str) -> AgentNamespaces {
     AgentNamespaces::Unreadable(format!(
-        "cannot {verb} {what} to read the label {WORKLOAD_INSTANCE_TYPE_LABEL} (forbidden: {message}); grant {verb} on namespaces to tell whether the agent provisions them"
+        "cannot {verb} {what} to read the labels {WORKLOAD_INSTANCE_TYPE_LABEL} and {} (forbidden: {message}); grant {verb} on namespaces to tell whether the agent provisions them",
+        controlplane::OWNER_LABEL
     ))
 }
 
@@ -81,10 +109,7 @@ pub async fn read(
             for ns in needed {
                 match kube.get(&client::NAMESPACES, ns, ns).await {
                     Ok(Some(obj)) => {
-                        map.insert(
-                            ns.clone(),
-                            labels_say_agent(obj.pointer("/metadata/labels")),
-                        );
+                        map.insert(ns.clone(), Planes::of(obj.pointer("/metadata/labels")));
                     }
                     Ok(None) => {}
                     Err(Error::Forbidden { message, .. }) => {
@@ -102,11 +127,11 @@ pub async fn read(
                     &Scope::AllNamespaces,
                     true,
                     None,
-                    |map: &mut HashMap<String, bool>, item| {
+                    |map: &mut HashMap<String, Planes>, item| {
                         if let Some(name) = item.pointer("/metadata/name").and_then(Value::as_str) {
                             map.insert(
                                 name.to_string(),
-                                labels_say_agent(item.pointer("/metadata/labels")),
+                                Planes::of(item.pointer("/metadata/labels")),
                             );
                         }
                     },
@@ -124,9 +149,26 @@ pub async fn read(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::identity::WORKLOAD_INSTANCE_TYPE_MINISERVICE;
     use serde_json::json;
+
+    /// A read where `ns` is (or is not) provisioned by the default plane.
+    pub fn read_of(entries: &[(&str, bool)]) -> AgentNamespaces {
+        AgentNamespaces::Read(
+            entries
+                .iter()
+                .map(|(ns, agent)| {
+                    let planes = Planes {
+                        plane: Some(controlplane::DEFAULT_OWNER.into()),
+                        provisioned_by: agent.then(|| controlplane::DEFAULT_OWNER.into()),
+                    };
+                    (ns.to_string(), planes)
+                })
+                .collect(),
+        )
+    }
 
     #[test]
     fn only_the_miniservice_value_is_the_agents() {
@@ -147,7 +189,7 @@ mod tests {
 
     #[test]
     fn unknown_is_never_an_answer_either_way() {
-        let read = AgentNamespaces::Read(HashMap::from([("a".to_string(), true)]));
+        let read = read_of(&[("a", true)]);
         assert_eq!(read.provisioned("a"), Some(true));
         assert_eq!(read.provisioned("gone"), Some(false));
         assert_eq!(read.why_unknown(), None);

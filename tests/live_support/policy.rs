@@ -116,7 +116,7 @@ pub fn try_create(kubeconfig: &PathBuf, objs: &[Value], dry_run: bool) -> Output
 }
 
 /// Deletes a test's policy and binding when the test ends.
-pub struct Installed<'a>(&'a Cluster, pub String);
+pub struct Installed<'a>(pub &'a Cluster, pub String);
 
 impl Drop for Installed<'_> {
     fn drop(&mut self) {

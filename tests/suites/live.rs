@@ -34,6 +34,8 @@ mod live_in_use;
 mod live_list;
 #[path = "../live_mutating.rs"]
 mod live_mutating;
+#[path = "../live_planes.rs"]
+mod live_planes;
 #[path = "../live_policy.rs"]
 mod live_policy;
 #[path = "../live_properties.rs"]
