@@ -11,6 +11,7 @@ pub mod in_use;
 pub mod inventory;
 pub mod list;
 pub mod namespaces;
+pub mod wire;
 pub use crate::output;
 
 use std::io::{IsTerminal, Write};
