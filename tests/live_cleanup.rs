@@ -420,6 +420,15 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
         .filter(|r| r.method == "GET" && r.path == format!("/api/v1/namespaces/{ns}/pods"))
         .count();
     assert_eq!(pod_lists, 2, "the plan's and the batch's");
+    // The batch's pods in protobuf (what the server encodes fastest), the plan's
+    // as JSON.
+    let accepts: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == format!("/api/v1/namespaces/{ns}/pods"))
+        .map(|r| r.accept.as_deref().unwrap_or(""))
+        .collect();
+    assert!(!accepts[0].contains("protobuf"), "{accepts:?}");
+    assert_eq!(accepts[1], kubectl_nvcf_worker::live::wire::ACCEPT_PROTOBUF);
     assert!(requests.iter().all(|r| r.param("fieldSelector").is_none()));
     // The trio lists asked for metadata only (pods and workloads in full: their
     // accounts are in the spec).
@@ -626,4 +635,137 @@ fn all_namespaces_lists_each_kind_once_across_the_cluster() {
     ok(&cleanup(&c, &["-n", &cc, "--yes"]));
     assert_eq!(c.members(&cc, "nvcf-worker-c"), 0);
     assert_eq!(c.members(&b, "nvcf-worker-b"), 3);
+}
+
+// ---- the re-check's protobuf pods ----
+
+/// xorshift64*: the generated pods are a seed (`NVW_WIRE_SEED` to replay).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize
+    }
+}
+
+/// A generated pod: its account in `serviceAccountName`, in the deprecated
+/// `serviceAccount` only, or none; labels, annotations (values long enough for
+/// 1-, 2- and 3-byte length prefixes) and containers of random sizes; any
+/// phase, or no status at all.
+fn generated_pod(ns: &str, i: usize, rng: &mut Rng) -> serde_json::Value {
+    let account = format!("nvcf-worker-gen-{}", rng.below(5));
+    let mut spec = json!({"containers": (0..1 + rng.below(3))
+        .map(|c| {
+            let args = vec!["x"; 4 * rng.below(4)];
+            json!({"name": format!("c{c}"), "image": "busybox", "args": args})
+        })
+        .collect::<Vec<_>>()});
+    match rng.below(3) {
+        0 => spec["serviceAccountName"] = json!(account),
+        1 => spec["serviceAccount"] = json!(account),
+        _ => {}
+    }
+    let labels: serde_json::Map<String, serde_json::Value> = (0..rng.below(12))
+        .map(|l| (format!("l{l}"), json!("v".repeat(rng.below(63)))))
+        .collect();
+    let note = "n".repeat([0, 100, 200, 20_000][rng.below(4)]);
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("gen-{}{i}", "x".repeat(rng.below(40))), "namespace": ns,
+            "labels": labels, "annotations": {"note": note}},
+        "spec": spec});
+    let phases = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+    if let Some(phase) = phases.get(rng.below(phases.len() + 1)) {
+        pod["status"] = json!({ "phase": phase });
+    }
+    pod
+}
+
+fn query_escaped(token: &str) -> String {
+    token
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_rechecks_protobuf_pods_read_as_the_servers_json_of_the_same_pages() {
+    use kubectl_nvcf_worker::live::wire;
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    let seed = std::env::var("NVW_WIRE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::process::id() as u64 * 0x9E37_79B9);
+    println!("NVW_WIRE_SEED={seed}");
+    let mut rng = Rng(seed | 1);
+    // Admission looks every pod's account up: they exist.
+    for i in 0..5 {
+        c.seed_trio(&ns, &format!("nvcf-worker-gen-{i}"));
+    }
+    c.wait_for_default_account(&ns);
+    c.create_all((0..40).map(|i| generated_pod(&ns, i, &mut rng)).collect());
+    let path = format!("/api/v1/namespaces/{ns}/pods");
+    let mut seen = Vec::new();
+    for limit in [1, 7, 500] {
+        let (mut json_token, mut proto_token) = (String::new(), String::new());
+        loop {
+            let page = |token: &str, accept: &str| {
+                let url = format!("{path}?limit={limit}&continue={}", query_escaped(token));
+                let (code, content_type, body) = c.admin.get_bytes(&url, accept);
+                assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+                (content_type, body)
+            };
+            let (json_type, json_body) = page(&json_token, "application/json");
+            let (proto_type, proto_body) = page(&proto_token, wire::ACCEPT_PROTOBUF);
+            assert_eq!(json_type, "application/json");
+            assert_eq!(proto_type, "application/vnd.kubernetes.protobuf");
+            let listed: serde_json::Value = serde_json::from_slice(&json_body).unwrap();
+            let expected: Vec<wire::Pod> = serde_json::from_value(listed["items"].clone()).unwrap();
+            let raw = wire::envelope(&proto_body)
+                .expect("a protobuf body")
+                .unwrap();
+            let (pods, token) = wire::pod_list(raw).unwrap();
+            assert_eq!(pods, expected, "limit {limit}, after {json_token:?}");
+            let json_next = listed["metadata"]["continue"].as_str().unwrap_or("");
+            assert_eq!(token.is_some(), !json_next.is_empty(), "limit {limit}");
+            seen.extend(pods);
+            match token {
+                Some(t) => (json_token, proto_token) = (json_next.to_string(), t),
+                None => break,
+            }
+        }
+    }
+    // Every pod three times, and the cases the decoder must tell apart were made.
+    assert_eq!(seen.len(), 3 * 40);
+    let account = |p: &wire::Pod| p.spec.service_account_name.clone().unwrap_or_default();
+    assert!(seen
+        .iter()
+        .any(|p| account(p).starts_with("nvcf-worker-gen-")));
+    assert!(seen.iter().any(|p| account(p) == "default"));
+    // The server sets both account fields (from either) and Pending when no
+    // status was set: the decoder reads what it sends.
+    assert!(seen.iter().any(|p| p.spec.service_account.is_some()));
+    assert!(seen
+        .iter()
+        .any(|p| p.status.phase.as_deref() == Some("Pending")));
+    assert!(seen
+        .iter()
+        .any(|p| p.status.phase.as_deref() == Some("Failed")));
+    // A failure in protobuf gives the message its JSON gives.
+    let missing = format!("{path}/no-such-pod");
+    let (code, _, proto) = c.admin.get_bytes(&missing, wire::ACCEPT_PROTOBUF);
+    let (_, _, json_body) = c.admin.get_bytes(&missing, "application/json");
+    assert_eq!(code, 404);
+    assert!(proto.starts_with(wire::MAGIC));
+    let message: serde_json::Value = serde_json::from_slice(&json_body).unwrap();
+    assert_eq!(
+        wire::status_message(&proto).as_deref(),
+        message["message"].as_str()
+    );
 }

@@ -15,13 +15,13 @@ use std::rc::Rc;
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::cleanup::{Plan, PlannedIdentity};
-use super::client::{self, DeleteOutcome, Kube, Scope};
+use super::client::{self, text, DeleteOutcome, Kube, Scope};
 use super::in_use::{self, template_account, User, Uses};
 use super::inventory::is_terminated;
+use super::wire::Pod;
 use crate::error::{Error, Result};
 use crate::identity::is_reserved;
 
@@ -138,68 +138,35 @@ async fn list_users<T: DeserializeOwned>(
     .await
 }
 
-fn text<'v>(item: &'v Value, pointer: &str) -> &'v str {
-    item.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The fields of a pod the re-check reads; the rest of each pod is skipped
-/// while decoding, not built.
-#[derive(Deserialize)]
-struct Pod {
-    metadata: PodMeta,
-    #[serde(default)]
-    spec: PodSpec,
-    #[serde(default)]
-    status: PodStatus,
-}
-
-#[derive(Deserialize)]
-struct PodMeta {
-    #[serde(default)]
-    name: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct PodSpec {
-    #[serde(default)]
-    service_account_name: Option<String>,
-    #[serde(default)]
-    service_account: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct PodStatus {
-    #[serde(default)]
-    phase: Option<String>,
-}
-
-impl Pod {
-    /// The account it runs as (`serviceAccountName`, else the deprecated
-    /// `serviceAccount`), as the plan reads it, and the pod; `None` for a
-    /// terminated pod when those count as gone.
-    fn user(self, options: Options) -> Option<(String, User)> {
-        let phase = self.status.phase.unwrap_or_default();
-        if options.include_terminated && is_terminated(&phase) {
-            return None;
-        }
-        let account = [self.spec.service_account_name, self.spec.service_account]
-            .into_iter()
-            .flatten()
-            .find(|a| !a.is_empty())?;
-        let name = self.metadata.name;
-        Some((account, User::Pod { name, phase }))
+/// The account a pod runs as (`serviceAccountName`, else the deprecated
+/// `serviceAccount`), as the plan reads it, and the pod; `None` for a
+/// terminated pod when those count as gone.
+fn pod_user(pod: Pod, options: Options) -> Option<(String, User)> {
+    let phase = pod.status.phase.unwrap_or_default();
+    if options.include_terminated && is_terminated(&phase) {
+        return None;
     }
+    let account = [pod.spec.service_account_name, pod.spec.service_account]
+        .into_iter()
+        .flatten()
+        .find(|a| !a.is_empty())?;
+    let name = pod.metadata.name;
+    Some((account, User::Pod { name, phase }))
 }
 
 /// A batch's reads: in each of its namespaces the pods and every pod-bearing
 /// kind, all at once, each page folded into who runs as the batch's identities;
 /// and when the batch holds an `nvcf-worker`, the tool's mutating policies.
 async fn check_batch(kube: &Kube, names: Names, options: Options) -> Listed {
-    let pods = names.iter().map(|(ns, names)| {
-        list_users(kube, ns, names, client::PODS, move |pod: Pod| {
-            pod.user(options)
+    let pods = names.iter().map(|(ns, names)| async move {
+        let scope = Scope::Namespace(ns.to_string());
+        kube.list_pods_fold(&scope, |found: &mut Uses, pod| {
+            match pod_user(pod, options) {
+                Some((account, who)) if names.contains(&account) => found.add(ns, &account, who),
+                _ => {}
+            }
         })
+        .await
     });
     let templates = names.iter().flat_map(|(ns, names)| {
         client::workloads().map(move |r| {
@@ -431,7 +398,7 @@ mod tests {
             include_terminated,
             all_namespaces: false,
         };
-        let (account, user) = serde_json::from_value::<Pod>(pod).unwrap().user(options)?;
+        let (account, user) = pod_user(serde_json::from_value::<Pod>(pod).unwrap(), options)?;
         Some((account, user.short().trim_start_matches("pod/").to_string()))
     }
 

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::client::{self, Kube, Resource, Scope};
+use super::client::{self, labels, text, Kube, Resource, Scope};
 use crate::error::{Error, Result};
 use crate::identity::{MANAGED_BY, MANAGED_BY_LABEL, WORKER_NAME};
 use crate::selector::Selector;
@@ -193,8 +193,7 @@ impl Uses {
 /// The account a pod-bearing object's pod template runs as (`serviceAccountName`,
 /// else the deprecated `serviceAccount`), if it names one.
 pub fn template_account(item: &Value) -> Option<&str> {
-    let text = |p: &str| item.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let path = crate::workload::pod_spec_path(text("/apiVersion"), text("/kind"))?;
+    let path = crate::workload::pod_spec_path(text(item, "/apiVersion"), text(item, "/kind"))?;
     let spec = path.iter().try_fold(item, |v, k| v.get(k))?;
     spec.get("serviceAccountName")
         .and_then(Value::as_str)
@@ -254,10 +253,6 @@ pub const VALIDATING_BINDINGS: Resource = client::res(
     "validatingadmissionpolicybindings",
     false,
 );
-
-fn text<'v>(item: &'v Value, pointer: &str) -> &'v str {
-    item.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
 
 fn ours(item: &Value) -> bool {
     item.pointer("/metadata/labels")
@@ -373,17 +368,6 @@ async fn read_inner(
         givers: givers_found,
         namespaces,
     })
-}
-
-fn labels(item: &Value) -> BTreeMap<String, String> {
-    item.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

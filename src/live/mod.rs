@@ -12,6 +12,7 @@ pub mod inventory;
 pub mod list;
 pub mod namespaces;
 pub mod planes;
+pub mod wire;
 pub use crate::output;
 
 use std::io::{IsTerminal, Write};

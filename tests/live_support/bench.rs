@@ -77,6 +77,13 @@ pub struct Report {
     pub baseline: Duration,
     /// The same, straight to the server.
     pub baseline_direct: Duration,
+    /// CPU seconds the control plane's processes used during the cleanup and
+    /// during the bare deletes through the proxy: what the re-check costs the
+    /// server. Less moved by other loads than wall time, not immune: under load
+    /// average 8-19 one build's ratio of these moved from 1.18 to 1.69.
+    pub server_cpu: (f64, f64),
+    /// The same for this process (plugin, proxy and harness).
+    pub own_cpu: (f64, f64),
     /// Peak resident memory of this process during the cleanup, if readable...
     pub peak_rss_kib: Option<u64>,
     /// ...and what it was as the cleanup started (the harness's seeding, the
@@ -131,6 +138,12 @@ impl Report {
             self.cleanup.as_secs_f64() / self.baseline.as_secs_f64(),
             self.cleanup.as_secs_f64() / self.baseline_direct.as_secs_f64()
         );
+        let ((sc, sb), (oc, ob)) = (self.server_cpu, self.own_cpu);
+        println!(
+            "CPU seconds, control plane: cleanup {sc:.1}, bare deletes through the proxy {sb:.1} ({:.2}); this process: {oc:.1}, {ob:.1} ({:.2})",
+            sc / sb,
+            oc / ob
+        );
         if let (Some(peak), Some(start)) = (self.peak_rss_kib, self.start_rss_kib) {
             println!(
                 "peak RSS of the process during cleanup (plugin, proxy and harness): {:.1} MiB, {:.1} MiB above its {:.1} MiB at the start",
@@ -154,14 +167,52 @@ fn status_kib(field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// CPU seconds (user and system) used so far by the processes whose command
+/// line names `dir` (the control plane's etcd, kube-apiserver and
+/// controller-manager), and by this process.
+fn cpu_seconds(dir: &std::path::Path) -> (f64, f64) {
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let of = |stat: &str| -> f64 {
+        // After "pid (comm) ": state is field 3; utime and stime 14 and 15.
+        let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let tick = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        (tick(11) + tick(12)) as f64 / ticks
+    };
+    let dir = dir.to_string_lossy().into_owned();
+    let mut server = 0.0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let path = entry.path();
+        let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&dir) {
+            server += of(&std::fs::read_to_string(path.join("stat")).unwrap_or_default());
+        }
+    }
+    let own = of(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default());
+    (server, own)
+}
+
+/// The CPU seconds of [`cpu_seconds`] used between two readings.
+fn cpu_used(before: (f64, f64), after: (f64, f64)) -> (f64, f64) {
+    (after.0 - before.0, after.1 - before.1)
+}
+
 /// Bare deletes of `orphans` seeded trios in a namespace of their own through
 /// `admin`, [`CONCURRENCY`] identities at a time, each trio in cleanup's order.
-fn bare_deletes(c: &Cluster, admin: &Admin, base: &str, orphans: usize) -> Duration {
+/// Its time, and the CPU seconds ([`cpu_used`]) it took.
+fn bare_deletes(c: &Cluster, admin: &Admin, base: &str, orphans: usize) -> (Duration, (f64, f64)) {
     let ns = c.ns_named(base);
     let names: Vec<String> = (0..orphans)
         .map(|i| format!("nvcf-worker-base-{i:05}"))
         .collect();
     c.create_all(names.iter().flat_map(|n| trio(&ns, n, None)).collect());
+    let cpu_before = cpu_seconds(&c.cp.dir);
     let timer = Instant::now();
     client::runtime().block_on(
         futures::stream::iter(&names)
@@ -183,7 +234,10 @@ fn bare_deletes(c: &Cluster, admin: &Admin, base: &str, orphans: usize) -> Durat
             .buffer_unordered(CONCURRENCY)
             .collect::<Vec<()>>(),
     );
-    timer.elapsed()
+    (
+        timer.elapsed(),
+        cpu_used(cpu_before, cpu_seconds(&c.cp.dir)),
+    )
 }
 
 /// Seeds, runs cleanup with `--chunk-size page`, then the baselines.
@@ -223,9 +277,11 @@ pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let measured_rss = reset_peak_rss();
     let start_rss_kib = status_kib("VmRSS:").filter(|_| measured_rss);
+    let cpu_before = cpu_seconds(&c.cp.dir);
     let timer = Instant::now();
     let result = run_cli(cli, &mut out, &mut err);
     let cleanup = timer.elapsed();
+    let cpu_cleanup = cpu_used(cpu_before, cpu_seconds(&c.cp.dir));
     let peak_rss_kib = status_kib("VmHWM:").filter(|_| measured_rss);
     assert!(
         result.is_ok(),
@@ -246,8 +302,8 @@ pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
         .count();
 
     let via_proxy = Admin::new(&c.kubeconfig);
-    let baseline = bare_deletes(c, &via_proxy, "baseline", orphans);
-    let baseline_direct = bare_deletes(c, &c.admin, "direct", orphans);
+    let (baseline, cpu_baseline) = bare_deletes(c, &via_proxy, "baseline", orphans);
+    let (baseline_direct, _) = bare_deletes(c, &c.admin, "direct", orphans);
     Report {
         identities,
         orphans,
@@ -260,6 +316,8 @@ pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
         cleanup,
         baseline,
         baseline_direct,
+        server_cpu: (cpu_cleanup.0, cpu_baseline.0),
+        own_cpu: (cpu_cleanup.1, cpu_baseline.1),
         peak_rss_kib,
         start_rss_kib,
     }

@@ -156,6 +156,27 @@ impl Admin {
         Ok((code, String::from_utf8_lossy(&bytes).into_owned()))
     }
 
+    /// A GET's status, Content-Type and body bytes as the server sent them, asked
+    /// for with `accept` (protobuf is not text).
+    pub fn get_bytes(&self, path: &str, accept: &str) -> (u16, String, Vec<u8>) {
+        let req = http::Request::get(path)
+            .header("accept", accept)
+            .body(Vec::new().into())
+            .unwrap();
+        runtime().block_on(async {
+            let resp = self.client.send(req).await.expect("GET");
+            let code = resp.status().as_u16();
+            let content_type = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let bytes = resp.into_body().collect_bytes().await.expect("body");
+            (code, content_type, bytes.to_vec())
+        })
+    }
+
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, ApiError> {
         runtime().block_on(self.send(method, path, body))
     }
