@@ -3,7 +3,8 @@
 (examples/krm_tree, `Memory::Hold`) in the same run: wall time against the round
 trips of the ResourceList, peak RSS against its size, and whether both answer
 the same bytes; on the ResourceList `bench.resource_list` writes and on what
-kpt itself writes (`kpt fn source` of the corpus as a package). Then, at
+kpt itself writes (`kpt fn source` of the corpus as a package), also with an
+anchor and an alias in every Service (under validate). Then, at
 N=2000, `kpt fn eval --exec` of the binary end to end against `kpt fn eval
 --exec cat` on the same package (output to stdout, best of 3). Builds nothing:
 `cargo build --release --bin kubectl-nvcf-worker --example yaml_baseline
