@@ -603,18 +603,12 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
                 }
                 continue;
             }
-            EventData::DocumentEnd { implicit } => {
-                if !implicit {
-                    return None;
-                }
-                continue;
+            EventData::DocumentEnd { implicit: true } => continue,
+            EventData::DocumentEnd { .. } => return None,
+            EventData::Alias { anchor } if in_list && depth >= 3 && anchors.contains(anchor) => {
+                continue
             }
-            EventData::Alias { anchor } => {
-                if !(in_list && depth >= 3 && anchors.contains(anchor)) {
-                    return None;
-                }
-                continue;
-            }
+            EventData::Alias { .. } => return None,
             EventData::Scalar { anchor, .. } => (false, anchor, false),
             EventData::SequenceStart {
                 anchor, tag, style, ..
@@ -643,13 +637,11 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
         if depth == 0 && !(is_map && block) {
             return None;
         }
-        if let Some(anchor) = anchor {
-            // (On an item itself it would be named from another item, if at all.)
-            if !(in_list && depth >= 3) {
-                return None;
-            }
-            anchors.push(anchor.clone());
+        // (An anchor on an item itself would be named from another item, if at all.)
+        if anchor.is_some() && !(in_list && depth >= 3) {
+            return None;
         }
+        anchors.extend(anchor.clone());
         match depth {
             1 if at_key => {
                 let EventData::Scalar { value, .. } = &event.data else {
