@@ -3,12 +3,13 @@
 (examples/krm_tree, `Memory::Hold`) in the same run: wall time against the round
 trips of the ResourceList, peak RSS against its size, and whether both answer
 the same bytes; on the ResourceList `bench.resource_list` writes and on what
-kpt itself writes (`kpt fn source` of the corpus as a package). Then, at
+kpt itself writes (`kpt fn source` of the corpus as a package), also with an
+anchor and an alias in every Service (under validate). Then, at
 N=2000, `kpt fn eval --exec` of the binary end to end against `kpt fn eval
 --exec cat` on the same package (output to stdout, best of 3). Builds nothing:
 `cargo build --release --bin kubectl-nvcf-worker --example yaml_baseline
 --example krm_tree` first. Usage: bench/krm.py [N ...]"""
-import os, shutil, subprocess, sys, tempfile
+import os, re, shutil, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench
 REL = bench.REL
@@ -35,11 +36,26 @@ def eval_exec(n, corpus):
     for label, exe in [("binary", TOOL), ("cat", cat)]:
         walls[label] = bench.best(["kpt", "fn", "eval", pkg, "--exec", exe, "--fn-config", fn, "-o", "stdout"])
     print(f"N={n} kpt fn eval --exec: binary {walls['binary']:.3f}s / cat {walls['cat']:.3f}s = {walls['binary']/walls['cat']:.2f}")
+def kpt_anchored(corpus, out):
+    """What kpt writes of the corpus with every Service's selector an alias of an
+    anchor on its name (an item's own anchors: they stream), run under validate
+    (an edit where an item has aliases takes the tree path, as it writes such a
+    list anew)."""
+    anchored = out + ".corpus.yaml"
+    with open(corpus) as f, open(anchored, "w") as o:
+        o.write(re.sub(r"(kind: Service\nmetadata:\n  name: )(\S+)(\n(?:.*\n)*?  selector:\n    app: )\2\n",
+                       r"\1&n \2\3*n\n", f.read()))
+    bench.kpt_resource_list(anchored, out)
+    with open(out) as f:
+        text = f.read()
+    at = text.rindex("\n  data:\n") + len("\n  data:\n")
+    with open(out, "w") as f:
+        f.write(text[:at] + "    mode: validate\n")
 for n in [int(a) for a in sys.argv[1:]] or [2000, 10000]:
     corpus = os.path.join(tmp, f"c{n}.yaml")
     with open(corpus, "w") as f:
         subprocess.run([sys.executable, bench.GEN, str(n), "--yaml"], stdout=f, check=True)
-    for layout, write in [("bench", bench.resource_list), ("kpt", bench.kpt_resource_list)]:
+    for layout, write in [("bench", bench.resource_list), ("kpt", bench.kpt_resource_list), ("kpt-anchored", kpt_anchored)]:
         rl = os.path.join(tmp, f"rl{n}-{layout}.yaml")
         write(corpus, rl)
         size = os.path.getsize(rl)
@@ -51,7 +67,7 @@ for n in [int(a) for a in sys.argv[1:]] or [2000, 10000]:
             outs[label] = out
             tt = t(tool, rl)
             r = rss(tool, rl)
-            print(f"N={n} {layout:5} RL {size/1e6:.1f} MB {label:10} time {tt:.3f}s / serde {tt/naive:.2f} / events {tt/events:.2f}  peak RSS {r/1e6:.1f} MB = {r/size:.2f}x")
-        print(f"N={n} {layout:5} outputs identical: {outs['streaming'] == outs['tree']} ({len(outs['streaming'])} bytes)")
+            print(f"N={n} {layout:12} RL {size/1e6:.1f} MB {label:10} time {tt:.3f}s / serde {tt/naive:.2f} / events {tt/events:.2f}  peak RSS {r/1e6:.1f} MB = {r/size:.2f}x")
+        print(f"N={n} {layout:12} outputs identical: {outs['streaming'] == outs['tree']} ({len(outs['streaming'])} bytes)")
     if n == 2000:
         eval_exec(n, corpus)

@@ -8,8 +8,8 @@ use crate::config::{Config, Mode};
 use crate::error::{Error, Exit, Result};
 use crate::guard;
 use crate::manifest::batch::{Batch, Source, SourceKind};
-use crate::manifest::read::item_problems;
 use crate::manifest::read::Evict;
+use crate::manifest::read::{self, item_problems};
 use crate::manifest::{parse_stream, Document, Edited};
 use crate::pipeline::{load, sink, Memory, Processor, Run};
 use crate::report::{self, Finding, Location};
@@ -62,9 +62,10 @@ pub fn run_resource_list_to(run: &Run, input: Vec<u8>, out: &mut dyn Write) -> R
 
 /// The function on the items of a laid out ResourceList read as a stream, or the
 /// input given back (nothing written) when they must be read as one tree: a
-/// functionConfig in error, an item that is no object or does not read alone, an
-/// edited item that cannot be spliced (the tree writes the whole ResourceList
-/// anew then).
+/// functionConfig in error, an item that does not read alone, an edited item that
+/// cannot be spliced, any edit where an item has aliases or merge keys (the tree
+/// writes the whole ResourceList anew then). Items in error are reported here,
+/// as the tree reports them.
 fn run_items(
     run: &Run,
     mut laid: load::Laid,
@@ -89,11 +90,26 @@ fn run_items(
     let Some(items) = load::read_items(&mut laid, evict, run.workers) else {
         return Ok(Err(laid.input()));
     };
+    // Items in error: reported as the tree path reports them, nothing processed,
+    // the items written back as they came.
+    let problems = item_findings(&items);
+    if !problems.is_empty() {
+        sink::resource_list_items(&laid, None, &problems, out)?;
+        run.release(items);
+        return Ok(Ok(Exit::Problem));
+    }
     let mut batch = Batch::new(vec![items]);
     batch.workers = run.workers;
     // Written from the documents' text: edited documents may be written as they go.
     batch.freeze = evict.is_some();
     let mut findings = processor.process(&mut batch).krm_results();
+    // An item with aliases or merge keys: the tree path edits the whole
+    // ResourceList expanded and writes it anew on any edit or new object.
+    let changed = |d: &Document| d.text.is_none() || !matches!(d.edited, Edited::No);
+    if laid.refs && batch.sources[0].docs.iter().any(changed) {
+        run.release(batch);
+        return Ok(Err(laid.input()));
+    }
     // An edited item with lines left of its others (`Laid::write_item`) or in
     // flow style is written as the whole ResourceList's splice writes it only there.
     let elsewhere = (batch.sources[0].docs.iter()).any(|d| {
@@ -119,18 +135,33 @@ fn run_items(
     Ok(Ok(exit))
 }
 
+/// What `run_tree` reports of items that are no objects (`item_problems`), from
+/// the items read as a stream: the same findings, in item order, lines dropped.
+fn item_findings(items: &Source) -> Vec<Finding> {
+    let problem = |d: &Document| {
+        // (An item dropped as read had no problem.)
+        let problem = (!d.evicted).then(|| read::resource_list_item_problem(d.view()));
+        let (_, p) = problem.flatten()?;
+        Some(decode_finding(format!("items[{}]: {p}", d.index), None))
+    };
+    items.docs.iter().filter_map(problem).collect()
+}
+
+/// A finding of an item that is no object, at `line` in the ResourceList.
+fn decode_finding(problem: String, line: Option<u32>) -> Finding {
+    Finding::error(problem).rule(guard::DECODE).at(Location {
+        file: None,
+        index: None,
+        line,
+    })
+}
+
 /// The function on a ResourceList read as one tree.
 fn run_tree(run: &Run, input: &[u8]) -> Result<FnOutput> {
     let doc = load::resource_list(input)?;
     let root = doc.view();
     let mut findings: Vec<Finding> = item_problems(root, SourceKind::ResourceList)
-        .map(|(line, problem)| {
-            Finding::error(problem).rule(guard::DECODE).at(Location {
-                file: None,
-                index: None,
-                line: Some(line),
-            })
-        })
+        .map(|(line, problem)| decode_finding(problem, Some(line)))
         .collect();
     let config = Config::from_node(root.get("functionConfig"));
     // Uninject edits as it goes and judges its output after: on a finding the

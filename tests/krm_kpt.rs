@@ -210,3 +210,29 @@ fn generated_package_from_kpt_streams_as_from_one_tree() {
     let (streamed, runs, valid) = check(&rl, "generated, as kpt fn eval sends it");
     assert!(valid && streamed == runs, "{streamed} of {runs}");
 }
+
+/// Files whose objects use anchors, aliases, merge keys and tags of their own
+/// (`anchored_doc`, kinds but the one aliasing another object's anchor), as
+/// `kpt fn source` writes them (`!!merge <<`, one anchor name in several items):
+/// every run reads the items as a stream, and answers as the tree does (where
+/// inject edits such an item, the tree's answer, as it writes the list anew).
+#[test]
+fn anchored_package_from_kpt_streams_as_from_one_tree() {
+    use support::krm_diff::{anchored_doc, ANCHORED_KINDS};
+    let root = TempDir::new().unwrap();
+    // Kind 5 (in error) in a package of its own: the others validate.
+    let (bad, good): (Vec<u8>, Vec<u8>) = (0..ANCHORED_KINDS - 1).partition(|&k| k == 5);
+    for (name, kinds) in [("anchored", good), ("anchored-bad", bad)] {
+        let files: Vec<(String, String)> = (kinds.iter().enumerate())
+            .map(|(i, &k)| {
+                let docs = [anchored_doc(2 * i, k), anchored_doc(2 * i + 1, k)];
+                (format!("f{i}.yaml"), docs.join("---\n"))
+            })
+            .collect();
+        let rl = source(root.path(), &package(root.path(), name, &files));
+        assert!(rl.contains("!!merge <<: *c") || name != "anchored", "{rl}");
+        let (streamed, runs, valid) = check(&rl, name);
+        assert_eq!(valid, name == "anchored", "{name} validates");
+        assert_eq!(streamed, runs, "{name}: streams in every run");
+    }
+}

@@ -560,9 +560,11 @@ pub struct ListOutline {
 
 /// The outline of the block list under the top-level key `key`, or `None` when
 /// the stream does not parse (its reader says why), is not one block mapping, has
-/// directives, document markers, anchors or aliases anywhere, the list is not
-/// block style, or an item is no mapping or carries a tag: its items cannot be
-/// read alone then.
+/// directives, document markers, an anchor outside an item's content or an alias
+/// to one outside its own item (across items), the list is not block style, or
+/// an item is no mapping or carries a tag: its items cannot be read alone then.
+/// Anchors, aliases, merge keys and tags within one item mean the same in it
+/// read alone (a document's anchors are its own), so they do not stop it.
 /// Memory holds one event at a time and an offset per item, whatever the input's
 /// size. (libyaml-safer's marks count bytes, as `parse_stream` relies on; a byte
 /// order mark is the caller's to refuse.)
@@ -577,6 +579,8 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
     let mut in_list = false;
     let mut after_list = false;
     let mut found = false;
+    // The anchors of the item being read: an alias may name only them.
+    let mut anchors: Vec<String> = Vec::new();
     let mut outline = ListOutline {
         items: Vec::new(),
         after: None,
@@ -599,11 +603,10 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
                 }
                 continue;
             }
-            EventData::DocumentEnd { implicit } => {
-                if !implicit {
-                    return None;
-                }
-                continue;
+            EventData::DocumentEnd { implicit: true } => continue,
+            EventData::DocumentEnd { .. } => return None,
+            EventData::Alias { anchor } if in_list && depth >= 3 && anchors.contains(anchor) => {
+                continue
             }
             EventData::Alias { .. } => return None,
             EventData::Scalar { anchor, .. } => (false, anchor, false),
@@ -631,9 +634,14 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
         let is_map = matches!(event.data, EventData::MappingStart { .. });
         let is_seq = matches!(event.data, EventData::SequenceStart { .. });
         // (Depth 0: the root; 1: its keys and values; 2: the list's items.)
-        if anchor.is_some() || (depth == 0 && !(is_map && block)) {
+        if depth == 0 && !(is_map && block) {
             return None;
         }
+        // (An anchor on an item itself would be named from another item, if at all.)
+        if anchor.is_some() && !(in_list && depth >= 3) {
+            return None;
+        }
+        anchors.extend(anchor.clone());
         match depth {
             1 if at_key => {
                 let EventData::Scalar { value, .. } = &event.data else {
@@ -665,6 +673,7 @@ pub fn outline_list(input: &[u8], key: &str) -> Option<ListOutline> {
                     return None;
                 }
                 outline.items.push(start);
+                anchors.clear();
             }
             _ => {}
         }

@@ -602,7 +602,8 @@ fn metadata_problem(n: &Node) -> Option<String> {
 /// `kind` nor `apiVersion` the list's kind without `List` and its apiVersion, as
 /// apimachinery's unstructured decoder does. The document's view gets the defaults;
 /// the tree as written keeps its text until an edit writes the document anew.
-pub fn default_list_items(doc: &mut Document, kind: SourceKind) {
+/// Whether it gave any.
+pub fn default_list_items(doc: &mut Document, kind: SourceKind) -> bool {
     let needs = |list: &Node| is_list(list) && list_items(list).iter().any(needs_type);
     let view = doc.view();
     let any = match kind {
@@ -610,7 +611,7 @@ pub fn default_list_items(doc: &mut Document, kind: SourceKind) {
         SourceKind::ResourceList => list_items(view).iter().any(needs),
     };
     if !any {
-        return;
+        return false;
     }
     let mut tree = view.clone();
     match kind {
@@ -622,6 +623,7 @@ pub fn default_list_items(doc: &mut Document, kind: SourceKind) {
         }
     }
     doc.resolved = Some(tree);
+    true
 }
 
 /// An item apimachinery types from its list: `kind` and `apiVersion` both empty

@@ -444,6 +444,10 @@ pub struct Laid {
     /// The items in flow style (kpt writes a JSON file's objects so), in order:
     /// alone, each is a flow document, which inject edits in JSON's style.
     flow: Vec<u32>,
+    /// Whether an item read has aliases or merge keys (`read_items`). The tree
+    /// path edits such a ResourceList expanded and writes it anew: an edit then
+    /// goes its way.
+    pub refs: bool,
 }
 
 /// How far an item's lines are indented past its `- ` at the margin.
@@ -500,9 +504,11 @@ fn dash_line(input: &[u8], at: usize) -> Option<usize> {
 
 /// Lays a ResourceList out to read its items as a stream, or `None` when its text
 /// is not what that can write back byte for byte (flow or JSON, directives,
-/// several documents, anchors or aliases, an item with a tag or in flow style, a
-/// `results` already there), or does not parse: it is then read as one tree
-/// (`resource_list`), which decides what is wrong with it, if anything.
+/// several documents, an alias across items or to the rest of the list, an
+/// anchor or a tag on an item itself, a `results` already there), or does not
+/// parse: it is then read as one tree (`resource_list`), which decides what is
+/// wrong with it, if anything. (kpt never writes an alias across items: each
+/// item was a document of its own, whose anchors are its own.)
 pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
     // (Other line breaks: a document with them is written anew, here an item or
     // the shell, there the whole ResourceList.)
@@ -563,6 +569,7 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
         items: None,
         short: Vec::new(),
         flow: Vec::new(),
+        refs: false,
     })
 }
 
@@ -581,16 +588,19 @@ pub fn resource_list_items(
 }
 
 /// The items cut out of a ResourceList (`Laid::cut_items`) read on the workers and
-/// handed to `evict` as they are read, as `read::load_with` reads a stream. `None`
-/// when that would not mean what the ResourceList says (an item that does not
-/// read alone: an alias to another item; an item that is no object, has aliases or
-/// merge keys, or is a typed list whose items take its type): then the
+/// handed to `evict` as they are read, as `read::load_with` reads a stream. An
+/// item with aliases or merge keys of its own (`parse::outline_list` let through
+/// none to another item) is read alone as the tree path reads it, and noted
+/// (`Laid::refs`); an item in error is read but kept whole, for `krm` to report.
+/// `None` when that would not mean what the ResourceList says (an item that does
+/// not parse alone, or is a typed list whose items take its type): then the
 /// ResourceList is read as one tree (`Laid::input` gives its bytes back).
 pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Option<Source> {
     let text = laid.items.clone().expect("items cut");
     let count = laid.count();
     let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
     let refused = std::sync::atomic::AtomicBool::new(false);
+    let refs = std::sync::atomic::AtomicBool::new(false);
     let each = |d: &mut Document| {
         // With the indentation known before the items are read, an item is given
         // all it is written with as it is read, so it can be edited then
@@ -605,14 +615,16 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
                 .1
                 .map(|map| splice::Indents { seq: 0, map });
         }
-        default_list_items(d, SourceKind::Items);
+        let resolved = d.resolved.is_some();
+        let typed = default_list_items(d, SourceKind::Items);
         let root = d.view();
-        let alone = root.is_map()
-            && d.resolved.is_none()
-            && !d.directives
-            && read::resource_list_item_problem(root).is_none();
-        if !alone {
+        if resolved {
+            refs.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if !root.is_map() || typed || d.directives {
             refused.store(true, std::sync::atomic::Ordering::Relaxed);
+        } else if read::resource_list_item_problem(root).is_some() {
+            // Kept whole: `krm` reports it as the tree path does.
         } else if let Some(evict) = evict {
             evict(d);
         }
@@ -626,6 +638,7 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
         return None;
     }
     attach_text(&mut docs, text);
+    laid.refs = refs.into_inner();
     for d in &mut docs {
         d.crlf = laid.crlf;
         d.indents = Some(splice::Indents { seq: 0, map: 2 });
