@@ -284,16 +284,19 @@ fn a_deployment_created_between_plan_and_delete_keeps_its_identity() {
 #[test]
 fn benchmark_small_run_keeps_its_request_budget() {
     let c = Cluster::start();
-    // 300 identities in pages of 64: several pages per list, three batches.
-    let report = bench::run(&c, 300, 64);
+    // 300 identities in pages of 100: several pages per list; 150 pods are two
+    // pages, so a batch covers 2 x 64 identities: two batches for 150 orphans.
+    let report = bench::run(&c, 300, 100);
     report.print();
     assert_eq!(
         report.summary,
         "deleted: 150 identities (450 objects); skipped: 0; failed: 0"
     );
-    assert_eq!(report.budget.plan_pages, 3 * 5 + 3 + KINDS);
-    // Per batch: 150 pods in pages of 64, and the (empty) pod-bearing kinds.
-    assert_eq!(report.budget.batch_pages, 3 * (3 + KINDS));
+    // 301 ServiceAccounts (the namespace's `default` too), 300 Roles and RoleBindings.
+    assert_eq!(report.budget.plan_pages, 4 + 3 + 3 + 2 + KINDS);
+    assert_eq!(report.budget.batch, 128);
+    // Per batch: 150 pods in pages of 100, and the (empty) pod-bearing kinds.
+    assert_eq!(report.budget.batch_pages, 2 * (2 + KINDS));
     assert_eq!(report.requests, report.budget.total());
     assert_eq!(report.left, 150);
 }

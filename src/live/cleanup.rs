@@ -42,6 +42,9 @@ pub struct Plan {
     pub kept: BTreeMap<State, usize>,
     /// The same identities, each with its reason.
     pub keep: Vec<KeptIdentity>,
+    /// The pods the plan read in each namespace it deletes in: how many
+    /// identities one re-check there may cover (`executor::batch_size`).
+    pub pods: BTreeMap<String, usize>,
 }
 
 impl Plan {
@@ -83,6 +86,13 @@ pub fn plan(identities: &[Identity], owners: &Owners, now: i64, options: &StateO
             deletions,
             reason,
         });
+    }
+    let wanted: std::collections::BTreeSet<&str> =
+        out.delete.iter().map(|p| p.namespace.as_str()).collect();
+    for (ns, _) in owners.pods.keys() {
+        if wanted.contains(ns.as_str()) {
+            *out.pods.entry(ns.clone()).or_default() += 1;
+        }
     }
     out
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::StreamExt;
 use kubectl_nvcf_worker::cli::{run as run_cli, Cli};
-use kubectl_nvcf_worker::live::executor::{BATCH, CONCURRENCY};
+use kubectl_nvcf_worker::live::executor::{batch_size, CONCURRENCY};
 
 use super::*;
 
@@ -22,8 +22,10 @@ pub struct Budget {
     /// pod-bearing kind, page by page.
     pub plan_pages: usize,
     /// The re-check: the pods' and the workload kinds' pages again, once per
-    /// batch of [`BATCH`] identities (all in the one namespace here).
+    /// batch (all in the one namespace here).
     pub batch_pages: usize,
+    /// Identities per batch: `executor::batch_size` of the namespace's pods.
+    pub batch: usize,
     /// Three per orphaned trio.
     pub deletes: usize,
 }
@@ -49,13 +51,16 @@ impl Budget {
         };
         let trio = pages("v1", "ServiceAccount") + pages(RBAC, "Role") + pages(RBAC, "RoleBinding");
         // Every pod-bearing kind but pods, from the one definition cleanup lists.
+        let pods = c.list("v1", "Pod", Some(ns)).len();
+        let batch = batch_size(pods, page);
         let owner_pages = pages("v1", "Pod")
             + kubectl_nvcf_worker::live::client::workloads()
                 .map(|r| pages(r.api_version, r.kind))
                 .sum::<usize>();
         Budget {
             plan_pages: trio + owner_pages,
-            batch_pages: orphans.div_ceil(BATCH) * owner_pages,
+            batch_pages: orphans.div_ceil(batch) * owner_pages,
+            batch,
             deletes: 3 * orphans,
         }
     }
@@ -103,12 +108,13 @@ impl Report {
         );
         println!("{}", self.summary);
         println!(
-            "requests: {} (budget {} = {} list pages + {} pod and workload pages for {} batches of {BATCH} + {} deletes; without the re-check {})",
+            "requests: {} (budget {} = {} list pages + {} pod and workload pages for {} batches of {} + {} deletes; without the re-check {})",
             self.requests,
             b.total(),
             b.plan_pages,
             b.batch_pages,
-            self.orphans.div_ceil(BATCH),
+            self.orphans.div_ceil(b.batch),
+            b.batch,
             b.deletes,
             b.without_recheck()
         );
