@@ -211,9 +211,12 @@ pub struct ValidateArgs {
     /// More paths.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<String>,
-    /// Output format: text lines, a report.nvcf.io/v1alpha1 ValidationReport in JSON or YAML, or a SARIF 2.1.0 log for code scanning.
+    /// Output format: text lines, a report.nvcf.io/v1alpha1 ValidationReport in JSON or YAML, a SARIF 2.1.0 log for code scanning, JUnit XML (a testcase per file) or GitHub Actions annotations.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: ValidateFormat,
+    /// Exit 1 on warnings too, as on errors (conftest's name); JUnit reports them as failures.
+    #[arg(long = "fail-on-warn")]
+    pub fail_on_warn: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -511,6 +514,7 @@ pub fn run_with(run: &Run, cli: Cli, stdout: &mut dyn Write, stderr: &mut dyn Wr
             run,
             &paths_or_stdin(args.paths, &args.files, "validate")?,
             args.output,
+            args.fail_on_warn,
             stdout,
         ),
         Some(Command::InstallKustomizePlugin(args)) => install_plugin(args, stdout),

@@ -1,5 +1,6 @@
 //! kubectl-nvcf-worker: NVCF worker identity for Kubernetes manifests and clusters.
 
+pub mod ci;
 pub mod cli;
 pub mod complete;
 pub mod config;

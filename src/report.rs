@@ -101,11 +101,22 @@ impl Finding {
             s.push_str(": ");
         }
         s.push_str(&self.severity.to_string());
-        if let Some(rule) = self.rule {
-            s.push(' ');
-            s.push_str(rule);
+        match self.rule {
+            Some(_) => s.push(' '),
+            None => s.push_str(": "),
         }
-        s.push_str(": ");
+        s.push_str(&self.detail());
+        s
+    }
+
+    /// `rule-id: message (kind/namespace/name field.path)`: the finding without its
+    /// place and severity, for formats that carry those apart (GitHub annotations).
+    pub fn detail(&self) -> String {
+        let mut s = String::new();
+        if let Some(rule) = self.rule {
+            s.push_str(rule);
+            s.push_str(": ");
+        }
         s.push_str(&self.message);
         let mut ctx = Vec::new();
         if let Some(r) = &self.resource {

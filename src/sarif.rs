@@ -59,7 +59,7 @@ fn percent_encode(s: &str) -> String {
 /// The 1-based column (in Unicode code points) where the offending field starts
 /// on `line`: its key when the field path ends in one, else the line's first
 /// character that is not indentation.
-fn column(text: &str, field: Option<&str>) -> u32 {
+pub(crate) fn column(text: &str, field: Option<&str>) -> u32 {
     let start = text.len() - text.trim_start().len();
     let key = field
         .and_then(|f| f.rsplit('.').next())

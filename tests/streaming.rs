@@ -80,18 +80,20 @@ fn same(path: &Path, cfg: &Config, what: &str) -> Run {
 }
 
 /// `validate` drops what the guard finds nothing in on its own as it reads; its
-/// verdict and report (text, JSON, SARIF) are those of the run holding every tree.
+/// verdict and report (text, JSON, SARIF, JUnit, GitHub) are those of the run holding every tree.
 fn same_validation(path: &Path, what: &str) {
     let paths = [path.display().to_string()];
     for format in [
         ValidateFormat::Text,
         ValidateFormat::Json,
         ValidateFormat::Sarif,
+        ValidateFormat::Junit,
+        ValidateFormat::Github,
     ] {
         let (mut held, mut dropped) = (Vec::new(), Vec::new());
-        let held_ok = pipeline::check(&on(Memory::Hold), &paths, format, &mut held)
+        let held_ok = pipeline::check(&on(Memory::Hold), &paths, format, false, &mut held)
             .map_err(|e| e.to_string());
-        let dropped_ok = pipeline::check(&on(Memory::Evict), &paths, format, &mut dropped)
+        let dropped_ok = pipeline::check(&on(Memory::Evict), &paths, format, false, &mut dropped)
             .map_err(|e| e.to_string());
         assert_eq!(dropped_ok, held_ok, "{what}: validate verdict ({format:?})");
         assert!(

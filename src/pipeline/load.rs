@@ -261,18 +261,25 @@ pub type Checked = std::result::Result<Option<Source>, Box<Refusal>>;
 /// refusal, and the others are still read), `evict` called on each valid document
 /// as it is parsed. The work is split once: many files on the workers, or one
 /// file's chunks on them. Results are in input order; a file that cannot be read
-/// at all is the error (the first in order). Returns the results and how many
-/// files were named.
+/// at all is the error (the first in order). Returns the results and the files'
+/// names as findings name them (`<stdin>` for `-`).
 pub fn files(
     paths: &[String],
     evict: Option<Evict>,
     workers: Workers,
-) -> Result<(Vec<Checked>, usize)> {
+) -> Result<(Vec<Checked>, Vec<String>)> {
     let mut files = Vec::new();
     for p in paths {
         files.extend(expand_path(p, false, &mut Vec::new())?);
     }
     let count = files.len();
+    let names = files
+        .iter()
+        .map(|f| match f {
+            Some(p) => p.display().to_string(),
+            None => read::STDIN.to_string(),
+        })
+        .collect();
     let (outer, inner) = if count > 1 {
         (workers, Workers::serial())
     } else {
@@ -285,7 +292,7 @@ pub fn files(
         .into_iter()
         .collect::<std::result::Result<_, _>>()
         .map_err(Error::from)?;
-    Ok((loaded, count))
+    Ok((loaded, names))
 }
 
 fn check_one(input: Input, evict: Option<Evict>, workers: Workers) -> Checked {

@@ -15,7 +15,7 @@ use std::io::Write;
 use crate::error::{Error, Result};
 use crate::manifest::batch::Batch;
 use crate::manifest::read::{self, Evict};
-use crate::report::{self, Finding, Location};
+use crate::report::{Finding, Location};
 use crate::work::Workers;
 
 pub use process::Processor;
@@ -166,6 +166,7 @@ pub fn check(
     run: &Run,
     paths: &[String],
     format: ValidateFormat,
+    fail_on_warn: bool,
     stdout: &mut dyn Write,
 ) -> Result<()> {
     let processor = Processor::Validate;
@@ -194,8 +195,8 @@ pub fn check(
     batch.workers = run.workers;
     findings.extend(processor.process(&mut batch).findings);
     run.release(batch);
-    sink::findings(&findings, files, format, stdout)?;
-    if report::has_errors(&findings) {
+    sink::findings(&findings, &files, format, fail_on_warn, stdout)?;
+    if findings.iter().any(|f| crate::ci::fails(f, fail_on_warn)) {
         return Err(Error::reported(&findings));
     }
     Ok(())

@@ -27,6 +27,10 @@ pub enum ValidateFormat {
     Yaml,
     /// SARIF 2.1.0, for code scanning (GitHub, GitLab, Azure DevOps).
     Sarif,
+    /// JUnit XML (GitLab, Jenkins, Azure DevOps test reports): a testcase per file.
+    Junit,
+    /// GitHub Actions workflow annotations, a `::error`/`::warning` line per finding.
+    Github,
 }
 
 pub(crate) fn write_err(e: std::io::Error) -> Error {
@@ -975,14 +979,23 @@ pub fn object_report(reports: &[ObjectReport], left_out: &[String]) -> String {
 /// as the agent's registration of the pod (README, "When ICMS accepts the token").
 pub const REGISTRATION_NOTE: &str = "note: ICMS accepts a worker token only for pods the NVCF agent registers (pods it makes itself); see README, \"When ICMS accepts the token\"";
 
-/// The findings of a check of `files` files as `format` says, then flushed.
+/// The findings of a check of `files` as `format` says, then flushed; with
+/// `fail_on_warn`, JUnit reports warnings as failures too.
 pub fn findings(
     findings: &[Finding],
-    files: usize,
+    names: &[String],
     format: ValidateFormat,
+    fail_on_warn: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let files = names.len();
     match format {
+        ValidateFormat::Junit => out
+            .write_all(crate::ci::junit(findings, names, fail_on_warn).as_bytes())
+            .map_err(write_err)?,
+        ValidateFormat::Github => out
+            .write_all(crate::ci::github(findings, &mut line_reader()).as_bytes())
+            .map_err(write_err)?,
         ValidateFormat::Text => {
             for f in findings {
                 writeln!(out, "{}", f.to_text()).map_err(write_err)?;
@@ -1004,22 +1017,27 @@ pub fn findings(
         }
         ValidateFormat::Sarif => {
             let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
-            let mut lines: std::collections::HashMap<String, Option<String>> = Default::default();
-            let mut read_line = |file: &str, line: u32| {
-                let text = lines
-                    .entry(file.to_string())
-                    .or_insert_with(|| std::fs::read_to_string(file).ok());
-                text.as_deref()?
-                    .lines()
-                    .nth(line as usize - 1)
-                    .map(str::to_string)
-            };
-            let log = crate::sarif::log(findings, &cwd, &mut read_line);
+            let log = crate::sarif::log(findings, &cwd, &mut line_reader());
             serde_json::to_writer_pretty(&mut *out, &log).map_err(|e| write_err(e.into()))?;
             writeln!(out).map_err(write_err)?;
         }
     }
     out.flush().map_err(write_err)
+}
+
+/// A file's line's text by number (each file read once), for the formats that
+/// give a finding's column; None for stdin or a file gone since.
+fn line_reader() -> impl FnMut(&str, u32) -> Option<String> {
+    let mut lines: std::collections::HashMap<String, Option<String>> = Default::default();
+    move |file: &str, line: u32| {
+        let text = lines
+            .entry(file.to_string())
+            .or_insert_with(|| std::fs::read_to_string(file).ok());
+        text.as_deref()?
+            .lines()
+            .nth(line as usize - 1)
+            .map(str::to_string)
+    }
 }
 
 /// The ResourceList `doc` with `findings` added to its `results`, as kpt wrote it

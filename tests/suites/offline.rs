@@ -7,6 +7,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../ci_formats.rs"]
+mod ci_formats;
 #[path = "../cli_conventions.rs"]
 mod cli_conventions;
 #[path = "../corpus.rs"]
