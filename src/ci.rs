@@ -41,18 +41,19 @@ pub fn junit(findings: &[Finding], files: &[String], fail_on_warn: bool) -> Stri
     if findings.iter().any(|f| f.location.file.is_none()) {
         names.push(NO_FILE);
     }
-    let of = |name: &str| -> Vec<&Finding> {
-        findings
-            .iter()
-            .filter(|f| f.location.file.as_deref().unwrap_or(NO_FILE) == name)
-            .collect()
-    };
+    // Each file's findings in their order, grouped in one pass (not one scan of
+    // all findings per file).
+    let mut of: std::collections::HashMap<&str, Vec<&Finding>> = Default::default();
+    for f in findings {
+        let name = f.location.file.as_deref().unwrap_or(NO_FILE);
+        of.entry(name).or_default().push(f);
+    }
     let mut cases = String::new();
     let mut failing = 0;
     for name in &names {
-        let mine = of(name);
+        let mine = of.get(name).map_or(&[][..], Vec::as_slice);
         failing += usize::from(mine.iter().any(|f| fails(f, fail_on_warn)));
-        cases.push_str(&testcase(name, &mine, fail_on_warn));
+        cases.push_str(&testcase(name, mine, fail_on_warn));
     }
     let counts = format!(
         "tests=\"{}\" failures=\"{failing}\" errors=\"0\"",
