@@ -58,10 +58,22 @@ pub fn slot(plane: Plane) -> &'static Slot {
 /// The control plane of `plane`, started by the first caller (outside the slots'
 /// lock: one plane starting does not hold up another's tests).
 pub fn control_plane(plane: Plane) -> &'static ControlPlane {
-    slot(plane).cp.get_or_init(|| match ControlPlane::start() {
-        Ok(cp) => cp,
-        Err(e) => panic!("the test control plane {plane:?} did not start: {e}"),
-    })
+    slot(plane).cp.get_or_init(|| start_retrying(plane))
+}
+
+/// Starts a control plane, again (twice at most) when a port `free_port` picked
+/// was taken before its server bound it: parallel tests' planes race for ports
+/// (seen once in CI: kube-apiserver "bind: address already in use"). A failed
+/// start has killed its processes and removed its folder (`Starting`'s drop).
+fn start_retrying(plane: Plane) -> ControlPlane {
+    let mut tries = 0;
+    loop {
+        match ControlPlane::start() {
+            Ok(cp) => return cp,
+            Err(e) if tries < 2 && e.contains("address already in use") => tries += 1,
+            Err(e) => panic!("the test control plane {plane:?} did not start: {e}"),
+        }
+    }
 }
 
 /// The folder holding etcd, kube-apiserver and kube-controller-manager:
