@@ -1122,11 +1122,13 @@ fn krew_install_then_kubectl_completes_the_plugin() {
         .unwrap_or_else(|| panic!("dist.sh named no archive: {printed}"))
         .to_string();
     let krew_root = tmp.path().join("krew");
-    let path = format!(
-        "{}:{}",
-        krew_root.join("bin").display(),
-        std::env::var("PATH").unwrap()
-    );
+    // PATH holds krew's bin and kubectl alone: a `kubectl_complete-nvcf_worker`
+    // that `cargo install` or anything else put on the user's PATH would make
+    // "krew alone links no helper" fail for a reason not the plugin's.
+    let tools = tmp.path().join("path");
+    fs::create_dir_all(&tools).unwrap();
+    std::os::unix::fs::symlink(&kubectl, tools.join("kubectl")).unwrap();
+    let path = format!("{}:{}", krew_root.join("bin").display(), tools.display());
     let with_env = |program: &str| {
         let mut c = Command::new(program);
         c.env("KREW_ROOT", &krew_root)
