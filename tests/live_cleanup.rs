@@ -1,13 +1,14 @@
 //! `cleanup` end to end through the built binary against the real control plane
 //! (requests pass the fault-injecting proxy, which records them): every safety
-//! rule, the request budget, and the faults it must survive.
+//! rule, the request budget, the faults it must survive, and the Events it records.
 
 use crate::live_support;
 
 use std::time::{Duration, Instant};
 
+use kubectl_nvcf_worker::live::events::REPORTING_CONTROLLER;
 use live_support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// The pod-bearing kinds cleanup lists besides pods: Deployment, StatefulSet,
 /// DaemonSet, ReplicaSet, Job, CronJob, ReplicationController and PodTemplate.
@@ -19,6 +20,37 @@ fn cleanup(c: &Cluster, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["cleanup", "--min-age", "0s"];
     args.extend_from_slice(extra);
     c.run(&args)
+}
+
+/// The Events cleanup recorded in `ns`, by the account they regard, each as
+/// (regarded name, reason, action, type), sorted; and the Events themselves.
+pub(crate) fn cleanup_events(
+    c: &Cluster,
+    ns: &str,
+) -> (Vec<(String, String, String, String)>, Vec<Value>) {
+    let events: Vec<Value> = c
+        .list("events.k8s.io/v1", "Event", Some(ns))
+        .into_iter()
+        .filter(|e| e["reportingController"] == REPORTING_CONTROLLER)
+        .collect();
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let mut short: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                s(&e["regarding"]["name"]),
+                s(&e["reason"]),
+                s(&e["action"]),
+                s(&e["type"]),
+            )
+        })
+        .collect();
+    short.sort();
+    (short, events)
+}
+
+fn outcome(name: &str, reason: &str, action: &str, kind: &str) -> (String, String, String, String) {
+    (name.into(), reason.into(), action.into(), kind.into())
 }
 
 #[test]
@@ -71,6 +103,113 @@ fn yes_deletes_orphans_rolebinding_role_serviceaccount_with_listed_uids() {
         assert_eq!(r.body.as_ref().unwrap()["preconditions"]["uid"], json!(uid));
         assert_eq!(r.param("dryRun"), None);
     }
+}
+
+#[test]
+fn each_identity_taken_gets_an_event_on_its_service_account_as_listed() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    let mut listed = Vec::new();
+    for name in ["nvcf-worker-gone-a", "nvcf-worker-gone-b"] {
+        listed.push(
+            c.seed_trio(&ns, name)
+                .into_iter()
+                .find(|o| o["kind"] == "ServiceAccount")
+                .unwrap(),
+        );
+    }
+    // Kept by the plan (a pod runs as it): no Event, every run would repeat it.
+    c.seed_trio(&ns, "nvcf-worker-live");
+    c.seed_pod(&ns, "live", "nvcf-worker-live", "Running");
+    // A partial leftover without its ServiceAccount: the Event regards its Role.
+    let partial = c.seed_trio(&ns, "nvcf-worker-part");
+    assert!(c.delete("v1", "ServiceAccount", Some(&ns), "nvcf-worker-part"));
+    let out = ok(&cleanup(&c, &["--yes"]));
+    assert!(
+        out.contains("deleted: 3 identities (8 objects); skipped: 0; failed: 0"),
+        "{out}"
+    );
+    let (events, full) = cleanup_events(&c, &ns);
+    assert_eq!(
+        events,
+        [
+            outcome("nvcf-worker-gone-a", "Deleted", "Delete", "Normal"),
+            outcome("nvcf-worker-gone-b", "Deleted", "Delete", "Normal"),
+            outcome("nvcf-worker-part", "Deleted", "Delete", "Normal"),
+        ]
+    );
+    for sa in &listed {
+        let name = &sa["metadata"]["name"];
+        let e = full
+            .iter()
+            .find(|e| &e["regarding"]["name"] == name)
+            .unwrap();
+        assert_eq!(
+            e["regarding"],
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "name": name, "namespace": ns,
+                "uid": sa["metadata"]["uid"], "resourceVersion": sa["metadata"]["resourceVersion"]})
+        );
+        assert!(e["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}.", name.as_str().unwrap())));
+        assert!(e["reportingInstance"]
+            .as_str()
+            .unwrap()
+            .starts_with("kubectl-nvcf-worker@"));
+        assert!(!e["eventTime"].is_null(), "{e}");
+        assert_eq!(
+            e["note"],
+            "cleanup deleted this orphaned identity (3 objects): nothing runs as it and its owner is gone"
+        );
+    }
+    let role = partial.iter().find(|o| o["kind"] == "Role").unwrap();
+    let e = full
+        .iter()
+        .find(|e| e["regarding"]["name"] == "nvcf-worker-part")
+        .unwrap();
+    assert_eq!(e["regarding"]["kind"], "Role");
+    assert_eq!(e["regarding"]["uid"], role["metadata"]["uid"]);
+
+    // A server dry run and --record-events=false record none.
+    c.seed_trio(&ns, "nvcf-worker-gone-c");
+    c.clear_requests();
+    ok(&cleanup(&c, &["--dry-run=server"]));
+    ok(&cleanup(&c, &["--yes", "--record-events=false"]));
+    assert_eq!(c.members(&ns, "nvcf-worker-gone-c"), 0);
+    assert!(c.requests().iter().all(|r| r.method != "POST"));
+    assert_eq!(cleanup_events(&c, &ns).0.len(), 3);
+}
+
+#[test]
+fn an_event_the_server_refuses_is_warned_of_once_and_cleanup_goes_on() {
+    let c = Cluster::start();
+    let ns = c.ns.clone();
+    c.seed_trio(&ns, "nvcf-worker-gone-a");
+    c.seed_trio(&ns, "nvcf-worker-gone-b");
+    // As when the namespace went away under the run.
+    c.add_fault(
+        Fault::new(
+            &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+            FaultKind::Status(404),
+        )
+        .method("POST")
+        .times(2),
+    );
+    let out = cleanup(&c, &["--yes"]);
+    let text = ok(&out);
+    assert!(
+        text.contains("deleted: 2 identities (6 objects); skipped: 0; failed: 0"),
+        "{text}"
+    );
+    let err = stderr(&out);
+    assert_eq!(err.matches("warning:").count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("warning: 2 of 2 Events not recorded (cleanup went on without them); the first: create events.events.k8s.io in namespace {ns}: ")),
+        "{err}"
+    );
+    assert_eq!(c.members(&ns, "nvcf-worker-gone-a"), 0);
+    assert!(cleanup_events(&c, &ns).0.is_empty());
 }
 
 #[test]
@@ -187,6 +326,22 @@ fn an_object_recreated_between_list_and_delete_is_left_alone() {
         fresh["metadata"]["uid"].as_str().unwrap()
     );
     assert_eq!(c.deletes().len(), 1);
+    let (events, full) = cleanup_events(&c, &ns);
+    assert_eq!(
+        events,
+        [outcome(
+            "nvcf-worker-reused",
+            "ObjectReplaced",
+            "Skip",
+            "Normal"
+        )]
+    );
+    let note = full[0]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("cleanup stopped after 0 of its objects: RoleBinding changed")
+            || note.starts_with("cleanup did not delete it: RoleBinding changed"),
+        "{note}"
+    );
 }
 
 /// Starts `cleanup --yes` with `gate` on the requests `fault` matches, waits until
@@ -205,7 +360,12 @@ fn cleanup_paused(c: &Cluster, fault: Fault, gate: &Gate, meanwhile: impl FnOnce
 
 /// The plan called `name` orphaned; the run saw it come into use (`by`), skipped
 /// it whole and deleted `nvcf-worker-gone` beside it.
-fn kept_in_use_and_the_other_deleted(c: &Cluster, ns: &str, text: &str, name: &str, by: &str) {
+fn kept_in_use_and_the_other_deleted(
+    c: &Cluster,
+    ns: &str,
+    text: &str,
+    (name, by, reason): (&str, &str, &str),
+) {
     assert!(
         text.contains(&format!("delete {ns}/{name} (orphaned)")),
         "{text}"
@@ -222,6 +382,24 @@ fn kept_in_use_and_the_other_deleted(c: &Cluster, ns: &str, text: &str, name: &s
     );
     assert_eq!(c.members(ns, name), 3);
     assert_eq!(c.members(ns, "nvcf-worker-gone"), 0);
+    // Each recorded on its ServiceAccount: the skip with the re-check's reason.
+    let (events, full) = cleanup_events(c, ns);
+    assert_eq!(
+        events,
+        [
+            outcome("nvcf-worker-gone", "Deleted", "Delete", "Normal"),
+            outcome(name, reason, "Skip", "Normal"),
+        ]
+    );
+    let skip = full
+        .iter()
+        .find(|e| e["regarding"]["name"] == name)
+        .unwrap();
+    assert_eq!(
+        skip["note"],
+        format!("cleanup did not delete it: in use by {by} since the plan")
+    );
+    assert_eq!(skip["regarding"]["uid"], c.uid("ServiceAccount", ns, name));
 }
 
 #[test]
@@ -244,7 +422,12 @@ fn a_pod_started_between_plan_and_delete_keeps_its_identity() {
         c.seed_pod(&ns, "late", "nvcf-worker-late", "Running");
     });
     // The plan called it orphaned; the run saw the pod and left it.
-    kept_in_use_and_the_other_deleted(&c, &ns, &text, "nvcf-worker-late", "pod/late");
+    kept_in_use_and_the_other_deleted(
+        &c,
+        &ns,
+        &text,
+        ("nvcf-worker-late", "pod/late", "PodAppeared"),
+    );
     assert!(c
         .deletes()
         .iter()
@@ -274,7 +457,12 @@ fn a_deployment_created_between_plan_and_delete_keeps_its_identity() {
         web["spec"]["template"]["spec"]["serviceAccountName"] = json!("nvcf-worker-web");
         c.create(web);
     });
-    kept_in_use_and_the_other_deleted(&c, &ns, &text, "nvcf-worker-web", "deployment/web");
+    kept_in_use_and_the_other_deleted(
+        &c,
+        &ns,
+        &text,
+        ("nvcf-worker-web", "deployment/web", "TemplateAppeared"),
+    );
     assert!(c.pending_faults().is_empty(), "the gate never fired");
 }
 
@@ -286,7 +474,7 @@ fn benchmark_small_run_keeps_its_request_budget() {
     let c = Cluster::start();
     // 300 identities in pages of 100: several pages per list; 150 pods are two
     // pages, so a batch covers 2 x 64 identities: two batches for 150 orphans.
-    let report = bench::run(&c, 300, 100);
+    let report = bench::run(&c, 300, 100, true);
     report.print();
     assert_eq!(
         report.summary,
@@ -297,6 +485,8 @@ fn benchmark_small_run_keeps_its_request_budget() {
     assert_eq!(report.budget.batch, 128);
     // Per batch: 150 pods in pages of 100, and the (empty) pod-bearing kinds.
     assert_eq!(report.budget.batch_pages, 2 * (2 + KINDS));
+    assert_eq!(report.budget.events, 150);
+    assert_eq!(report.budget.total(), 490 + 150);
     assert_eq!(report.requests, report.budget.total());
     assert_eq!(report.left, 150);
 }
@@ -366,7 +556,7 @@ fn manifest_identity_with_an_existing_workload_is_never_orphaned() {
 }
 
 #[test]
-fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
+fn requests_are_list_pages_plus_three_deletes_and_an_event_per_orphan_and_no_gets() {
     let c = Cluster::start();
     let ns = c.ns.clone();
     for i in 0..7 {
@@ -396,9 +586,16 @@ fn requests_are_list_pages_plus_three_deletes_per_orphan_and_no_gets() {
     let recheck = 1 + KINDS;
     assert_eq!(list_requests(&requests), pages + recheck);
     assert_eq!(c.deletes().len(), 3 * 7);
+    // One Event per identity taken, posted as it ends.
+    let posts = requests.iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 7);
+    assert!(requests
+        .iter()
+        .filter(|r| r.method == "POST")
+        .all(|r| r.path == format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")));
     assert_eq!(
         requests.len(),
-        pages + recheck + 3 * 7,
+        pages + recheck + 3 * 7 + 7,
         "{:#?}",
         requests
             .iter()

@@ -1,8 +1,9 @@
 //! deploy/: the CronJob manifests pass our own guard and the real server's strict
 //! validation, and their ClusterRole is exactly what `cleanup -A --yes` needs: run
 //! as the deploy/ ServiceAccount (with a TokenRequest token, and by impersonation)
-//! against the real RBAC authorizer it succeeds, and with any one permission
-//! removed it stops with a message naming that permission.
+//! against the real RBAC authorizer it succeeds and its Events show in `kubectl
+//! get events`, and with any one permission removed it stops with a message naming
+//! that permission (without `create` events it warns once and goes on).
 
 use crate::live_support;
 
@@ -114,7 +115,14 @@ fn walk_manifests(dir: &std::path::Path) -> usize {
 #[test]
 fn cluster_role_is_list_and_delete_only_on_what_cleanup_needs() {
     let grants = grants(&cluster_role());
-    for (_, resource, verb) in &grants {
+    for (group, resource, verb) in &grants {
+        if verb == "create" {
+            assert_eq!(
+                (group.as_str(), resource.as_str()),
+                ("events.k8s.io", "events")
+            );
+            continue;
+        }
         assert!(verb == "list" || verb == "delete", "{verb}");
         if verb == "delete" {
             assert!(
@@ -311,6 +319,37 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
         "{out}"
     );
     assert_eq!(c.members(&c.ns, "nvcf-worker"), 3);
+    // Each deletion recorded as an Event on its ServiceAccount, as real kubectl
+    // shows them; the kit the plan keeps gets none.
+    let events = ok(&kubectl(
+        bin.path(),
+        &c.admin_kubeconfig,
+        &[
+            "get",
+            "events",
+            "-n",
+            &c.ns,
+            "-o",
+            "wide",
+            "--sort-by",
+            ".metadata.name",
+        ],
+    ));
+    println!("kubectl get events -n {} -o wide:\n{events}", c.ns);
+    let ours: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("nvcf.nvidia.com/kubectl-nvcf-worker"))
+        .collect();
+    assert_eq!(ours.len(), 9, "{events}");
+    for line in &ours {
+        assert!(
+            line.contains(" Normal ") && line.contains(" Deleted "),
+            "{line}"
+        );
+        assert!(line.contains("serviceaccount/nvcf-worker-"), "{line}");
+        assert!(line.contains("-0 ") || line.contains("-0\t"), "{line}");
+    }
+    assert!(!events.contains("serviceaccount/nvcf-worker "), "{events}");
 
     // One control plane's (issue 45): its agent and its namespaces are read with
     // the same grants; the other namespaces' orphans stay.
@@ -375,7 +414,35 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
         } else {
             format!("{resource}.{group}")
         };
-        if group == "admissionregistration.k8s.io" || resource == "namespaces" {
+        let recorded = |round: usize| {
+            c.list("events.k8s.io/v1", "Event", Some(&c.ns))
+                .iter()
+                .filter(|e| {
+                    e["regarding"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with(&format!("-{round}")))
+                })
+                .count()
+        };
+        if resource == "events" {
+            // Events are a record, not the job: refused, they are warned of once.
+            // (The rounds before left their identities: all are deleted now.)
+            let text = ok(&out);
+            let deleted: usize = text
+                .split("deleted: ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(deleted >= 9, "{text}");
+            assert!(text.contains("skipped: 0; failed: 0"), "{text}");
+            assert_eq!(err.matches("warning:").count(), 1, "{err}");
+            assert!(
+                err.contains(&format!("warning: {deleted} of {deleted} Events not recorded (cleanup went on without them); the first: forbidden: the account may not create events.events.k8s.io")),
+                "{err}"
+            );
+            assert_eq!(recorded(round + 1), 0);
+        } else if group == "admissionregistration.k8s.io" || resource == "namespaces" {
             // What the mutating policy gives cannot be told: the kit is kept,
             // and the plan names the permission; the rest goes.
             let text = ok(&out);

@@ -8,11 +8,12 @@ use std::time::Duration;
 use super::inventory::{Identity, Member, Owners, State, StateOptions};
 use crate::identity::is_reserved;
 
-/// One object to delete, with the UID it had when listed.
+/// One object to delete, with the UID (and resourceVersion) it had when listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deletion {
     pub member: Member,
     pub uid: String,
+    pub resource_version: String,
 }
 
 /// An identity to take, its objects in deletion order (RoleBinding, Role, ServiceAccount).
@@ -77,6 +78,7 @@ pub fn plan(identities: &[Identity], owners: &Owners, now: i64, options: &StateO
             .map(|o| Deletion {
                 member: o.member,
                 uid: o.uid.clone(),
+                resource_version: o.resource_version.clone(),
             })
             .collect();
         out.delete.push(PlannedIdentity {

@@ -598,6 +598,26 @@ impl Kube {
         }
     }
 
+    /// Creates one namespaced object (an Event). Any refusal is an error naming
+    /// the resource and namespace, with the server's message.
+    pub async fn create(&self, resource: &Resource, namespace: &str, object: &Value) -> Result<()> {
+        let request = http::Request::post(resource.collection_path(Some(namespace)))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(object).expect("JSON values serialize"))
+            .map_err(build_err)?;
+        match self
+            .send(request, "create", resource, Some(namespace))
+            .await?
+        {
+            Ok(_) => Ok(()),
+            Err(f) => Err(Error::Live(format!(
+                "create {} in namespace {namespace}: {}",
+                resource.qualified(),
+                f.message
+            ))),
+        }
+    }
+
     /// Deletes one object only if it still has `uid`. With `dry_run` the server
     /// checks everything (admission, preconditions) and persists nothing.
     pub async fn delete(

@@ -14,11 +14,13 @@ use std::rc::Rc;
 
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
 use futures::stream::{FuturesUnordered, StreamExt};
+use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cleanup::{Plan, PlannedIdentity};
 use super::client::{self, text, DeleteOutcome, Kube, Scope};
+use super::events;
 use super::in_use::{self, template_account, User, Uses};
 use super::inventory::is_terminated;
 use super::wire::Pod;
@@ -74,26 +76,88 @@ pub struct Options {
     pub include_terminated: bool,
     /// `-A`: namespaces' labels are listed, not read one by one (as in the plan).
     pub all_namespaces: bool,
+    /// Record an Event for each identity's outcome (never on a dry run).
+    pub record_events: bool,
+}
+
+/// Why an identity the plan set out to delete ended as it did: the one list the
+/// executor decides by and its Events' `reason` (CamelCase, as Kubernetes' own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Deleted,
+    /// A pod runs as it since the plan.
+    PodAppeared,
+    /// A pod template of a pod-bearing kind names it since the plan.
+    TemplateAppeared,
+    /// The tool's mutating policy gives it to new pods (or that cannot be told).
+    GivenAtAdmission,
+    /// An object's UID is not the one listed: it was replaced since.
+    ObjectReplaced,
+    /// Not a worker identity name (the executor's own guard).
+    NotWorkerName,
+    /// The re-check's reads failed: nothing unchecked is deleted.
+    RecheckFailed,
+    DeleteFailed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Deleted => "Deleted",
+            Reason::PodAppeared => "PodAppeared",
+            Reason::TemplateAppeared => "TemplateAppeared",
+            Reason::GivenAtAdmission => "GivenAtAdmission",
+            Reason::ObjectReplaced => "ObjectReplaced",
+            Reason::NotWorkerName => "NotWorkerName",
+            Reason::RecheckFailed => "RecheckFailed",
+            Reason::DeleteFailed => "DeleteFailed",
+        }
+    }
+
+    /// The Event's `action`: what cleanup did (`Delete`) or did not (`Skip`).
+    pub fn action(self) -> &'static str {
+        match self {
+            Reason::Deleted | Reason::DeleteFailed => "Delete",
+            _ => "Skip",
+        }
+    }
+
+    /// A skip is the safety rules at work (`Normal`); a failure is `Warning`.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Reason::RecheckFailed | Reason::DeleteFailed => "Warning",
+            _ => "Normal",
+        }
+    }
 }
 
 /// How one identity's deletion ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Every object deleted or already gone; the count actually deleted.
-    Deleted {
-        objects: usize,
-    },
+    Deleted { objects: usize },
     /// Stopped before deleting the rest: it came into use since the plan, or an
     /// object was replaced since it was listed. `objects` were deleted before that
     /// (the summary counts every delete).
     Skipped {
+        why: Reason,
         reason: String,
         objects: usize,
     },
     Failed {
+        why: Reason,
         error: String,
         objects: usize,
     },
+}
+
+impl Outcome {
+    pub fn reason(&self) -> Reason {
+        match self {
+            Outcome::Deleted { .. } => Reason::Deleted,
+            Outcome::Skipped { why, .. } | Outcome::Failed { why, .. } => *why,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -103,6 +167,8 @@ pub struct Summary {
     /// (namespace/name, why).
     pub skipped: Vec<(String, String)>,
     pub failed: Vec<(String, String)>,
+    /// The Events recorded and refused (none on a dry run or without them).
+    pub events: super::events::Tally,
 }
 
 impl Summary {
@@ -113,11 +179,13 @@ impl Summary {
                 self.deleted += 1;
                 self.objects += objects;
             }
-            Outcome::Skipped { reason, objects } => {
+            Outcome::Skipped {
+                reason, objects, ..
+            } => {
                 self.objects += objects;
                 self.skipped.push((key, reason));
             }
-            Outcome::Failed { error, objects } => {
+            Outcome::Failed { error, objects, .. } => {
                 self.objects += objects;
                 self.failed.push((key, error));
             }
@@ -281,6 +349,7 @@ async fn delete_identity(
     // The plan only holds worker names; this guards the executor on its own.
     if !is_reserved(&target.name) {
         return Ok(Outcome::Skipped {
+            why: Reason::NotWorkerName,
             reason: format!("{} is not a worker identity name", target.name),
             objects: 0,
         });
@@ -289,18 +358,25 @@ async fn delete_identity(
         Ok(None) => {}
         Ok(Some(User::Admission(why))) => {
             return Ok(Outcome::Skipped {
+                why: Reason::GivenAtAdmission,
                 reason: format!("{why} (re-checked before deleting)"),
                 objects: 0,
             })
         }
         Ok(Some(user)) => {
+            let why = match user {
+                User::Pod { .. } => Reason::PodAppeared,
+                _ => Reason::TemplateAppeared,
+            };
             return Ok(Outcome::Skipped {
+                why,
                 reason: format!("in use by {} since the plan", user.short()),
                 objects: 0,
-            })
+            });
         }
         Err(error) => {
             return Ok(Outcome::Failed {
+                why: Reason::RecheckFailed,
                 error: format!("checking that nothing uses it before deleting: {error}"),
                 objects: 0,
             })
@@ -322,6 +398,7 @@ async fn delete_identity(
             Ok(DeleteOutcome::NotFound) => {}
             Ok(DeleteOutcome::Conflict(message)) => {
                 return Ok(Outcome::Skipped {
+                    why: Reason::ObjectReplaced,
                     reason: format!(
                         "{} changed since it was listed (UID precondition failed: {message})",
                         d.member.kind()
@@ -332,6 +409,7 @@ async fn delete_identity(
             Err(e @ Error::Forbidden { .. }) => return Err(e),
             Err(e) => {
                 return Ok(Outcome::Failed {
+                    why: Reason::DeleteFailed,
                     error: e.to_string(),
                     objects,
                 })
@@ -341,13 +419,25 @@ async fn delete_identity(
     Ok(Outcome::Deleted { objects })
 }
 
+/// What [`execute`]'s stream yields: an identity's end, a read-ahead batch's
+/// (driven until its identities come), or an Event's post.
+enum Done<'a> {
+    Identity(&'a PlannedIdentity, Result<Outcome>),
+    Ahead,
+    Event(std::result::Result<(), String>),
+}
+
 /// Runs the plan, [`CONCURRENCY`] identities at a time in one stream (no batch
 /// waits for the last of the one before). The first batch's reads start with its
 /// first identity; every later batch's ahead of it, when the batch before has
 /// dispatched [`LOOKAHEAD`] identities, so they are read while that batch
 /// deletes: [`CONCURRENCY`] identities' requests in flight, and beside them the
-/// next batch's lists. `progress` is called after each identity. A 403 stops
-/// everything: no other request would be allowed either.
+/// next batch's lists. Each identity's Event is posted in the same stream as it
+/// ends, off the identity's own path; at most [`CONCURRENCY`] posts in flight,
+/// no identity starts while that many are (so a slow Events API slows the run
+/// rather than piling Events up). `progress` is called after each identity. A
+/// 403 stops everything: no other request would be allowed either (a refused
+/// Event is only counted: `Summary::events`).
 pub async fn execute(
     kube: &Kube,
     plan: &Plan,
@@ -366,16 +456,16 @@ pub async fn execute(
         }
         check_batch(kube, names, options).boxed_local().shared()
     };
+    let record = options.record_events && !options.dry_run;
+    let instance = events::instance();
     // The batch being dispatched and the one read ahead; a batch's identities
     // hold it until they end, so what it read is freed with its last.
     let mut batches: BTreeMap<usize, Batch<'_>> = BTreeMap::new();
-    // Identities (`Some`) and read-ahead batches (`None`, driven here until
-    // their identities come).
     let mut tasks = FuturesUnordered::new();
-    let (mut next, mut running, mut index) = (0, 0, 0);
+    let (mut next, mut running, mut posting, mut index) = (0, 0, 0, 0);
     let mut summary = Summary::default();
     loop {
-        while running < CONCURRENCY && next < targets.len() {
+        while running < CONCURRENCY && posting < CONCURRENCY && next < targets.len() {
             while next >= ranges[index].end {
                 index += 1;
             }
@@ -389,14 +479,14 @@ pub async fn execute(
                 tasks.push(
                     async move {
                         ahead.await;
-                        None
+                        Done::Ahead
                     }
                     .boxed_local(),
                 );
             }
             let target = &targets[next];
             tasks.push(
-                async move { Some((target, delete_identity(kube, target, own, options).await)) }
+                async move { Done::Identity(target, delete_identity(kube, target, own, options).await) }
                     .boxed_local(),
             );
             next += 1;
@@ -404,10 +494,22 @@ pub async fn execute(
         }
         match tasks.next().await {
             None => break,
-            Some(None) => {}
-            Some(Some((target, outcome))) => {
+            Some(Done::Ahead) => {}
+            Some(Done::Event(posted)) => {
+                posting -= 1;
+                summary.events.add(posted);
+            }
+            Some(Done::Identity(target, outcome)) => {
                 running -= 1;
-                summary.add(target, outcome?);
+                let outcome = outcome?;
+                if record {
+                    let event = events::event(target, &outcome, &instance, Timestamp::now());
+                    posting += 1;
+                    tasks.push(
+                        async move { Done::Event(events::record(kube, event).await) }.boxed_local(),
+                    );
+                }
+                summary.add(target, outcome);
                 progress();
             }
         }
@@ -427,6 +529,7 @@ mod tests {
             dry_run: false,
             include_terminated,
             all_namespaces: false,
+            record_events: false,
         };
         let (account, user) = pod_user(serde_json::from_value::<Pod>(pod).unwrap(), options)?;
         Some((account, user.short().trim_start_matches("pod/").to_string()))

@@ -50,6 +50,8 @@ pub struct ListedObject {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// As listed: what an Event about it names (`regarding.resourceVersion`).
+    pub resource_version: String,
     /// Seconds since the Unix epoch; None when the server sent none.
     pub created: Option<i64>,
     pub labels: BTreeMap<String, String>,
@@ -89,6 +91,7 @@ impl ListedObject {
             namespace: text("namespace")?,
             name,
             uid: text("uid")?,
+            resource_version: text("resourceVersion").unwrap_or_default(),
             created: text("creationTimestamp").as_deref().and_then(parse_time),
             labels: string_map(meta.get("labels")),
             annotations: string_map(meta.get("annotations")),
@@ -521,6 +524,7 @@ pub(crate) mod tests {
             namespace: ns.into(),
             name: name.into(),
             uid: format!("uid-{}-{ns}-{name}", member.kind()),
+            resource_version: "1".into(),
             created: Some(NOW - age_secs),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod cleanup;
 pub mod client;
 pub mod describe;
+pub mod events;
 pub mod executor;
 pub mod in_use;
 pub mod inventory;
@@ -149,6 +150,9 @@ pub struct CleanupArgs {
     /// Print a versioned report.nvcf.io/v1alpha1 CleanupPlan (nothing deleted) or CleanupResult.
     #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
     pub output: Option<output::Format>,
+    /// Record an events.k8s.io Event on each identity's ServiceAccount for what was deleted or skipped and why (never with --dry-run); =false to record none.
+    #[arg(long = "record-events", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", require_equals = true, default_value = "true", action = clap::ArgAction::Set)]
+    pub record_events: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -691,6 +695,7 @@ pub fn run_cleanup(
             dry_run,
             include_terminated: args.state.include_terminated,
             all_namespaces: scope == Scope::AllNamespaces,
+            record_events: args.record_events,
         };
         let summary = executor::execute(&kube, &plan, options, &|| bar.inc(1)).await;
         bar.finish_and_clear();
@@ -698,6 +703,9 @@ pub fn run_cleanup(
         match args.output {
             Some(format) => list::write_result_document(&plan, &summary, dry_run, format, stdout)?,
             None => list::write_summary(&summary, dry_run, stdout)?,
+        }
+        if let Some(warning) = summary.events.warning() {
+            writeln!(stderr, "{warning}").map_err(|e| Error::io("<stderr>", e))?;
         }
         for (who, error) in &summary.failed {
             writeln!(stderr, "error: {who}: {error}").map_err(|e| Error::io("<stderr>", e))?;

@@ -28,11 +28,13 @@ pub struct Budget {
     pub batch: usize,
     /// Three per orphaned trio.
     pub deletes: usize,
+    /// One Event per orphan, when they are recorded.
+    pub events: usize,
 }
 
 impl Budget {
     pub fn total(&self) -> usize {
-        self.plan_pages + self.batch_pages + self.deletes
+        self.plan_pages + self.batch_pages + self.deletes + self.events
     }
 
     /// What was there before the item 1 re-check: list pages and deletes.
@@ -40,9 +42,9 @@ impl Budget {
         self.plan_pages + self.deletes
     }
 
-    /// Computed from the objects in `ns` now (before the run) and the trios that
-    /// are orphaned.
-    pub fn of(c: &Cluster, ns: &str, page: usize, orphans: usize) -> Budget {
+    /// Computed from the objects in `ns` now (before the run), the trios that
+    /// are orphaned, and whether Events are recorded.
+    pub fn of(c: &Cluster, ns: &str, page: usize, orphans: usize, events: bool) -> Budget {
         let pages = |api_version: &str, kind: &str| {
             c.list(api_version, kind, Some(ns))
                 .len()
@@ -62,6 +64,7 @@ impl Budget {
             batch_pages: orphans.div_ceil(batch) * owner_pages,
             batch,
             deletes: 3 * orphans,
+            events: if events { orphans } else { 0 },
         }
     }
 }
@@ -108,7 +111,7 @@ impl Report {
         );
         println!("{}", self.summary);
         println!(
-            "requests: {} (budget {} = {} list pages + {} pod and workload pages for {} batches of {} + {} deletes; without the re-check {})",
+            "requests: {} (budget {} = {} list pages + {} pod and workload pages for {} batches of {} + {} deletes + {} Events; without the re-check {})",
             self.requests,
             b.total(),
             b.plan_pages,
@@ -116,6 +119,7 @@ impl Report {
             self.orphans.div_ceil(b.batch),
             b.batch,
             b.deletes,
+            b.events,
             b.without_recheck()
         );
         println!(
@@ -246,8 +250,9 @@ fn bare_deletes(c: &Cluster, admin: &Admin, base: &str, orphans: usize) -> (Dura
     )
 }
 
-/// Seeds, runs cleanup with `--chunk-size page`, then the baselines.
-pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
+/// Seeds, runs cleanup with `--chunk-size page` (and `--record-events=false`
+/// unless `events`), then the baselines.
+pub fn run(c: &Cluster, identities: usize, page: usize, events: bool) -> Report {
     let orphans = identities / 2;
     let ns = c.ns.clone();
     let seeding = Instant::now();
@@ -264,7 +269,7 @@ pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
     c.create_all(pods);
     c.wait_for_default_account(&ns);
     let seeding = seeding.elapsed();
-    let budget = Budget::of(c, &ns, page, orphans);
+    let budget = Budget::of(c, &ns, page, orphans, events);
     c.clear_requests();
 
     // The plugin, in process, through the recording proxy.
@@ -279,6 +284,12 @@ pub fn run(c: &Cluster, identities: usize, page: usize) -> Report {
         page_text.as_ref(),
         "--kubeconfig".as_ref(),
         c.kubeconfig.as_os_str(),
+        if events {
+            "--record-events=true"
+        } else {
+            "--record-events=false"
+        }
+        .as_ref(),
     ]);
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let measured_rss = reset_peak_rss();
