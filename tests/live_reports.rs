@@ -236,10 +236,29 @@ fn lifecycle(api: &Api) {
     c.seed_trio(&ns, "nvcf-worker-two");
     // Longer than a day: NVW202 (the server accepts up to 2^32 seconds).
     c.create(worker_pod(&ns, "two", "nvcf-icms:prod-1", 172_800));
+    // And a warning: a binding to the group of every account in the namespace
+    // (NVW103), whose warn/medium the schema must take too.
+    c.create(json!({"apiVersion": RBAC, "kind": "RoleBinding",
+        "metadata": {"name": "everyone", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": format!("system:serviceaccounts:{ns}"),
+            "apiGroup": "rbac.authorization.k8s.io"}]}));
     let second = ok(&audit(&ns, &["--apply-reports"]));
-    assert!(second.contains("nvcf-worker-audit: 2 results"), "{second}");
+    assert!(second.contains("nvcf-worker-audit: 3 results"), "{second}");
     let again = ours(&kubectl_reports(&c, api, &ns)).unwrap().clone();
-    assert_eq!(rules_of(&again), ["NVW201", "NVW202"]);
+    assert_eq!(rules_of(&again), ["NVW103", "NVW201", "NVW202"]);
+    let warning = again["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "NVW103")
+        .unwrap();
+    assert_eq!(
+        (&warning["result"], &warning["severity"]),
+        (&json!("warn"), &json!("medium"))
+    );
+    assert_eq!(again["summary"]["warn"], 1);
+    assert_eq!(again["summary"]["fail"], 2);
     assert_eq!(again["metadata"]["uid"], report["metadata"]["uid"]);
     assert!(
         again["results"][0]["timestamp"]["seconds"]
@@ -251,6 +270,7 @@ fn lifecycle(api: &Api) {
     // Fixed: the report goes; the neighbour stays as it was.
     c.delete("v1", "Pod", Some(&ns), "one");
     c.delete("v1", "Pod", Some(&ns), "two");
+    c.delete(RBAC, "RoleBinding", Some(&ns), "everyone");
     let third = ok(&audit(&ns, &["--apply-reports"]));
     assert!(
         third.contains(&format!(
