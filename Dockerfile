@@ -1,7 +1,8 @@
 # The KRM function as a kpt `image:` (kpt fn eval --image, or a Kptfile
 # pipeline). A static musl binary on distroless; the entrypoint reads a
-# ResourceList on stdin. Build: docker build -t ghcr.io/nvidia/kubectl-nvcf-worker:v0.1.0 .
-# Not built in this repository's tests (see docs/install.md).
+# ResourceList on stdin; the deploy/ CronJobs run it too. No image is published:
+# build and push your own (docs/install.md, "Container image"). Not built by
+# this repository's tests.
 
 FROM rust:1.95-alpine AS build
 # On Alpine the host target is *-unknown-linux-musl, which links statically;

@@ -3,7 +3,9 @@
 //! as the deploy/ ServiceAccount (with a TokenRequest token, and by impersonation)
 //! against the real RBAC authorizer it succeeds and its Events show in `kubectl
 //! get events`, and with any one permission removed it stops with a message naming
-//! that permission (without `create` events it warns once and goes on).
+//! that permission (without `create` events it warns once and goes on). The same
+//! for the audit CronJob, which keeps its findings as PolicyReports
+//! (tests/live_reports.rs).
 
 use crate::live_support;
 
@@ -18,13 +20,26 @@ fn deploy_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy"))
 }
 
-fn cluster_role() -> Value {
+fn cluster_role(name: &str) -> Value {
     let text = std::fs::read_to_string(deploy_dir().join("rbac.yaml")).unwrap();
     let role = serde_yaml::Deserializer::from_str(&text)
         .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
-        .find(|d| d["kind"] == "ClusterRole")
-        .expect("a ClusterRole in deploy/rbac.yaml");
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("ClusterRole {name} in deploy/rbac.yaml"));
     role
+}
+
+/// The container args of a CronJob in deploy/: what the tests run is what the
+/// CronJob runs.
+fn cron_args(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(deploy_dir().join(file)).unwrap();
+    let job: Value = serde_yaml::from_str(&text).unwrap();
+    job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// (group, resource, verb) the role grants.
@@ -114,7 +129,7 @@ fn walk_manifests(dir: &std::path::Path) -> usize {
 
 #[test]
 fn cluster_role_is_list_and_delete_only_on_what_cleanup_needs() {
-    let grants = grants(&cluster_role());
+    let grants = grants(&cluster_role("nvcf-identity-cleanup"));
     for (group, resource, verb) in &grants {
         if verb == "create" {
             assert_eq!(
@@ -139,16 +154,17 @@ fn cluster_role_is_list_and_delete_only_on_what_cleanup_needs() {
 
 const DEPLOY_NS: &str = "nvcf-identity-cleanup";
 const JANITOR: &str = "system:serviceaccount:nvcf-identity-cleanup:identity-janitor";
+const AUDITOR: &str = "system:serviceaccount:nvcf-identity-cleanup:identity-auditor";
 
-/// Whether the real authorizer lets the janitor `verb` `resource` in all namespaces.
-fn janitor_may(c: &Cluster, group: &str, resource: &str, verb: &str) -> bool {
+/// Whether the real authorizer lets `user` `verb` `resource` in all namespaces.
+fn may(c: &Cluster, user: &str, group: &str, resource: &str, verb: &str) -> bool {
     let review = c
         .admin
         .call(
             "POST",
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
             Some(&json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                "spec": {"user": JANITOR,
+                "spec": {"user": user,
                     "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{DEPLOY_NS}"), "system:authenticated"],
                     "resourceAttributes": {"group": group, "resource": resource, "verb": verb}}})),
         )
@@ -157,9 +173,9 @@ fn janitor_may(c: &Cluster, group: &str, resource: &str, verb: &str) -> bool {
 }
 
 /// Waits (bounded) until the authorizer's cache agrees with the ClusterRole.
-fn wait_for_authorizer(c: &Cluster, grant: &(String, String, String), allowed: bool) {
+fn wait_for_authorizer(c: &Cluster, user: &str, grant: &(String, String, String), allowed: bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while janitor_may(c, &grant.0, &grant.1, &grant.2) != allowed {
+    while may(c, user, &grant.0, &grant.1, &grant.2) != allowed {
         assert!(
             Instant::now() < deadline,
             "RBAC never reflected {grant:?} = {allowed}"
@@ -239,15 +255,13 @@ fn mutating_kit(c: &Cluster, bin: &Path) -> String {
     format!("MutatingAdmissionPolicy {name}")
 }
 
-#[test]
-fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() {
-    // -A: the control plane to itself.
-    let c = Cluster::start_exclusive();
-    let bin = tempfile::tempdir().unwrap();
+/// Applies deploy/ with `kubectl apply -k` as the admin, after a server dry run
+/// under strict field validation that must create every object without a warning.
+fn apply_kit(c: &Cluster, bin: &Path) {
     // First what the server thinks of it, under strict field validation (a server
     // dry run cannot create the namespace its objects go into, so it exists first).
     ok(&kubectl(
-        bin.path(),
+        bin,
         &c.admin_kubeconfig,
         &[
             "apply",
@@ -257,7 +271,7 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
     ));
     c.adopt_namespace(DEPLOY_NS);
     let dry = kubectl(
-        bin.path(),
+        bin,
         &c.admin_kubeconfig,
         &[
             "apply",
@@ -270,17 +284,17 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
     let text = ok(&dry);
     assert_eq!(
         text.matches("created (server dry run)").count(),
-        4,
+        8,
         "{text}"
     );
-    assert_eq!(text.matches(" (server dry run)").count(), 5, "{text}");
+    assert_eq!(text.matches(" (server dry run)").count(), 9, "{text}");
     assert!(
         !stderr(&dry).to_lowercase().contains("warning"),
         "{}",
         stderr(&dry)
     );
     let applied = ok(&kubectl(
-        bin.path(),
+        bin,
         &c.admin_kubeconfig,
         &[
             "apply",
@@ -295,6 +309,28 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
     );
     c.adopt_cluster_scoped(RBAC, "ClusterRole", "nvcf-identity-cleanup");
     c.adopt_cluster_scoped(RBAC, "ClusterRoleBinding", "nvcf-identity-cleanup");
+    c.adopt_cluster_scoped(RBAC, "ClusterRole", "nvcf-identity-audit");
+    c.adopt_cluster_scoped(RBAC, "ClusterRoleBinding", "nvcf-identity-audit");
+    // Both jobs run the image kustomization.yaml's `images:` names: the one you
+    // build and push (no image of this tool is published).
+    let want = format!(
+        "YOUR-REGISTRY/kubectl-nvcf-worker:v{}",
+        env!("CARGO_PKG_VERSION")
+    );
+    for job in ["nvcf-identity-cleanup", "nvcf-identity-audit"] {
+        let job = c.get("batch/v1", "CronJob", Some(DEPLOY_NS), job).unwrap();
+        let image =
+            &job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"];
+        assert_eq!(image, &json!(want));
+    }
+}
+
+#[test]
+fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() {
+    // -A: the control plane to itself.
+    let c = Cluster::start_exclusive();
+    let bin = tempfile::tempdir().unwrap();
+    apply_kit(&c, bin.path());
 
     // The namespace kit of `policy --mutating`, which a labelled Deployment at 0
     // replicas will be given by the policy: the cron's command keeps it.
@@ -399,7 +435,7 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
                 Some(&narrowed),
             )
             .expect("narrow the ClusterRole");
-        wait_for_authorizer(&c, missing, false);
+        wait_for_authorizer(&c, JANITOR, missing, false);
         seed_everything(&c, round + 1);
         // Alternate the two ways an operator runs as the account.
         let kubeconfig = if round % 2 == 0 {
@@ -477,7 +513,7 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
                 }),
             )
             .expect("restore the ClusterRole");
-        wait_for_authorizer(&c, missing, true);
+        wait_for_authorizer(&c, JANITOR, missing, true);
     }
     // Restored: the next run finishes what the refused ones left, and keeps the kit.
     let out = ok(&run_with(&as_impersonated, &args));
@@ -493,4 +529,141 @@ fn cleanup_as_the_deploy_service_account_has_exactly_the_permissions_it_needs() 
             .count(),
         0
     );
+}
+
+const REPORTS: &str = "wgpolicyk8s.io/v1alpha2";
+
+/// One round of the audit test: a namespace with a finding (its report must be
+/// created), a namespace holding a report of ours with no finding left (it must
+/// be deleted), and no cluster report yet (it must be created).
+fn audit_round(c: &Cluster, round: usize) -> (String, String) {
+    let found = c.ns_named(&format!("audited-{round}"));
+    c.seed_trio(&found, "nvcf-worker-borrowed");
+    c.create(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "borrower", "namespace": found},
+        "spec": {"serviceAccountName": "nvcf-worker-borrowed", "automountServiceAccountToken": false,
+            "containers": [{"name": "a", "image": "x"}]}}));
+    let stale = c.ns_named(&format!("stale-{round}"));
+    c.create(json!({"apiVersion": REPORTS, "kind": "PolicyReport",
+        "metadata": {"name": "nvcf-worker-audit", "namespace": stale,
+            "labels": {"app.kubernetes.io/managed-by": "kubectl-nvcf-worker"}},
+        "results": [{"policy": "nvcf-worker", "rule": "NVW101", "result": "fail"}]}));
+    c.delete(REPORTS, "ClusterPolicyReport", None, "nvcf-worker-audit");
+    (found, stale)
+}
+
+#[test]
+fn audit_as_the_deploy_service_account_keeps_the_reports_with_exactly_its_permissions() {
+    // -A: the control plane to itself.
+    let c = Cluster::start_exclusive();
+    let bin = tempfile::tempdir().unwrap();
+    apply_kit(&c, bin.path());
+    crate::live_reports::install_report_crds(&c);
+    c.adopt_cluster_scoped(REPORTS, "ClusterPolicyReport", "nvcf-worker-audit");
+    // A manifest-declared identity, so that audit reads the namespaces' labels.
+    c.seed_manifest_trio(&c.ns, "nvcf-worker-web", ("apps/v1", "Deployment", "web"));
+    let args = cron_args("audit-cronjob.yaml");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(args.contains(&"--apply-reports"), "{args:?}");
+    let token = c.token(DEPLOY_NS, "identity-auditor", &[], 3600);
+    let as_token = c.cp.token_kubeconfig("auditor", &token, None);
+    let as_impersonated = c.cp.impersonating_kubeconfig("auditor", AUDITOR, None);
+
+    let (found, stale) = audit_round(&c, 0);
+    let out = ok(&run_with(&as_token, &args));
+    assert!(
+        out.contains(&format!("applied PolicyReport {found}/nvcf-worker-audit: ")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "deleted PolicyReport {stale}/nvcf-worker-audit: no findings left"
+        )),
+        "{out}"
+    );
+    let report = c
+        .get(REPORTS, "PolicyReport", Some(&found), "nvcf-worker-audit")
+        .unwrap();
+    assert!(
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rule"] == "NVW101" && r["resources"][0]["name"] == "borrower"),
+        "{report}"
+    );
+    assert!(c
+        .get(REPORTS, "ClusterPolicyReport", None, "nvcf-worker-audit")
+        .is_some());
+
+    // Without any one permission: a clear stop naming it, for each in turn.
+    let role = c
+        .get(RBAC, "ClusterRole", None, "nvcf-identity-audit")
+        .unwrap();
+    let all = grants(&role);
+    let put = |rules: Value| {
+        let body = json!({"apiVersion": RBAC, "kind": "ClusterRole",
+            "metadata": {"name": "nvcf-identity-audit"}, "rules": rules});
+        c.admin
+            .call(
+                "PUT",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/nvcf-identity-audit",
+                Some(&body),
+            )
+            .expect("replace the ClusterRole");
+    };
+    for (round, missing) in all.iter().enumerate() {
+        let (group, resource, verb) = missing;
+        put(all
+            .iter()
+            .filter(|g| *g != missing)
+            .map(|(g, r, v)| json!({"apiGroups": [g], "resources": [r], "verbs": [v]}))
+            .collect());
+        wait_for_authorizer(&c, AUDITOR, missing, false);
+        let (_, stale) = audit_round(&c, round + 1);
+        let kubeconfig = if round % 2 == 0 {
+            &as_token
+        } else {
+            &as_impersonated
+        };
+        let out = run_with(kubeconfig, &args);
+        if resource == "namespaces" {
+            // The agent's namespaces cannot be told: the run still reports, and
+            // the cluster report says what was not checked and why.
+            ok(&out);
+            let cluster = c
+                .get(REPORTS, "ClusterPolicyReport", None, "nvcf-worker-audit")
+                .unwrap();
+            assert!(
+                cluster["results"]
+                    .to_string()
+                    .contains("cannot list namespaces"),
+                "{cluster}"
+            );
+        } else {
+            let named = if group.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}.{group}")
+            };
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "without {missing:?}: {}",
+                stdout(&out)
+            );
+            assert!(
+                stderr(&out).contains(&format!("forbidden: the account may not {verb} {named}")),
+                "without {missing:?}: {}",
+                stderr(&out)
+            );
+        }
+        put(role["rules"].clone());
+        wait_for_authorizer(&c, AUDITOR, missing, true);
+        // What the refused run left is finished by the next.
+        ok(&run_with(&as_token, &args));
+        assert!(c
+            .get(REPORTS, "PolicyReport", Some(&stale), "nvcf-worker-audit")
+            .is_none());
+    }
 }

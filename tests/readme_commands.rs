@@ -123,9 +123,15 @@ fn doc_files() -> Vec<(String, String)> {
 #[test]
 fn docs_agree_on_image_tag_and_install_commands() {
     let version = env!("CARGO_PKG_VERSION");
-    let image = "ghcr.io/nvidia/kubectl-nvcf-worker:";
+    // No image of this tool is published: the docs name the one the user
+    // builds and pushes, and deploy/ takes it from kustomization.yaml's `images:`.
+    let image = "YOUR-REGISTRY/kubectl-nvcf-worker:";
     let mut seen = 0;
     for (file, text) in doc_files() {
+        assert!(
+            !text.contains("ghcr.io/nvidia/kubectl-nvcf-worker:"),
+            "{file} names an image no one has published"
+        );
         for (i, _) in text.match_indices(image) {
             let tag: String = text[i + image.len()..]
                 .chars()
@@ -147,6 +153,16 @@ fn docs_agree_on_image_tag_and_install_commands() {
         }
     }
     assert!(seen >= 3, "{seen} image references");
+    let kustomization = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kustomization.yaml"),
+    )
+    .unwrap();
+    assert!(
+        kustomization.contains(&format!(
+            "- name: kubectl-nvcf-worker\n  newName: YOUR-REGISTRY/kubectl-nvcf-worker\n  newTag: v{version}\n"
+        )),
+        "{kustomization}"
+    );
 }
 
 #[test]

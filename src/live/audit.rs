@@ -21,6 +21,7 @@ use super::inventory::{self, Identity, ListedObject, MadeBy, Member};
 use super::namespaces::{self, AgentNamespaces};
 use super::output::{self, Format};
 use super::planes::{self, Selected};
+use super::reports;
 use crate::error::{Error, Result};
 use crate::guard;
 use crate::identity::{self, Marks};
@@ -496,12 +497,22 @@ pub fn without_mirrored_account(findings: Vec<Finding>) -> Vec<Finding> {
         .collect()
 }
 
+/// `audit -o`: the report document, or the findings as policy reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    Json,
+    Yaml,
+    /// The policy reports `--apply-reports` applies, as a YAML stream.
+    Policyreport,
+}
+
 pub async fn run(
     kube: &Kube,
     scope: &Scope,
     cluster_id: Option<&str>,
     plane: Option<&Selected>,
-    format: Option<Format>,
+    format: Option<AuditFormat>,
+    report_options: &reports::Options,
     stdout: &mut dyn Write,
 ) -> Result<()> {
     let lists =
@@ -516,7 +527,9 @@ pub async fn run(
         )
         .await?
         .into_iter()
-        .filter(|s| s.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE));
+        .filter(|s| s.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE))
+        .collect::<Vec<_>>();
+    let uids = reports::uids(lists.iter().flatten().chain(&secrets));
     let service_accounts = &lists[AUDITED
         .iter()
         .position(|r| *r == client::SERVICE_ACCOUNTS)
@@ -636,6 +649,15 @@ pub async fn run(
         .filter(|f| f.severity == Severity::Warning)
         .count();
     let write_err = |e: std::io::Error| Error::io("<stdout>", e);
+    let report_objects = (report_options.apply || format == Some(AuditFormat::Policyreport))
+        .then(|| {
+            let uid = |r: &ResourceRef| {
+                let ns = r.namespace.clone().unwrap_or_default();
+                uids.get(&(r.kind.clone(), ns, r.name.clone())).cloned()
+            };
+            reports::build(&findings, uid, report_options, plane.map(|p| p.id.as_str()))
+        })
+        .unwrap_or_default();
     match format {
         None => {
             for f in &findings {
@@ -651,7 +673,12 @@ pub async fn run(
             )
             .map_err(write_err)?;
         }
+        Some(AuditFormat::Policyreport) => reports::write(&report_objects, stdout)?,
         Some(format) => {
+            let format = match format {
+                AuditFormat::Yaml => Format::Yaml,
+                _ => Format::Json,
+            };
             let mut doc = serde_json::json!({
                 "objects": objects,
                 "errors": errors,
@@ -663,6 +690,14 @@ pub async fn run(
             }
             output::write(output::AUDIT_REPORT, doc, format, stdout)?
         }
+    }
+    if report_options.apply {
+        // The findings now live in the cluster: a run that applied them succeeded.
+        let applied = reports::apply(kube, scope, report_options.api, &report_objects).await?;
+        if format.is_none() {
+            applied.write(stdout)?;
+        }
+        return applied.check();
     }
     if errors > 0 {
         return Err(Error::Reported { errors });

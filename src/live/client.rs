@@ -492,6 +492,35 @@ impl Kube {
         }
     }
 
+    /// The objects named `name` in scope, metadata only, of a type the server may
+    /// not serve (a CRD's): `None` when it answers 404.
+    pub async fn list_named_if_served(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        name: &str,
+    ) -> Result<Option<Vec<Value>>> {
+        let selector = format!("metadata.name={name}");
+        let listed = self
+            .fold_pages_or_failure(
+                resource,
+                scope,
+                true,
+                Some(&selector),
+                |items: &mut Vec<Value>, item| items.push(item),
+            )
+            .await?;
+        match listed {
+            Ok(items) => Ok(Some(items)),
+            Err(f) if f.status == StatusCode::NOT_FOUND => Ok(None),
+            Err(f) => Err(Error::Live(format!(
+                "list {}: {}",
+                resource.qualified(),
+                f.message
+            ))),
+        }
+    }
+
     async fn fold_pages_or_failure<T: DeserializeOwned, A: Default>(
         &self,
         resource: &Resource,
@@ -651,6 +680,66 @@ impl Kube {
             Err(f) if f.status == StatusCode::CONFLICT => Ok(DeleteOutcome::Conflict(f.message)),
             Err(f) => Err(Error::Live(format!(
                 "delete {} {namespace}/{name}: {}",
+                resource.qualified(),
+                f.message
+            ))),
+        }
+    }
+
+    /// Server-side apply of `object` as field manager `kubectl-nvcf-worker`,
+    /// forced (what the tool applies is the tool's), with strict field
+    /// validation: a field the schema lacks is refused, not silently dropped.
+    /// Returns the object as stored.
+    pub async fn apply(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        object: &Value,
+    ) -> Result<Value> {
+        let url = format!(
+            "{}/{name}?fieldManager={}&force=true&fieldValidation=Strict",
+            resource.collection_path(namespace),
+            crate::identity::MANAGED_BY
+        );
+        let request = http::Request::patch(url)
+            .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+            .body(serde_json::to_vec(object).expect("JSON values serialize"))
+            .map_err(build_err)?;
+        let at = namespace.map_or(name.to_string(), |ns| format!("{ns}/{name}"));
+        let sent = match self.send(request, "patch", resource, namespace).await {
+            // An apply that would create the object is authorized as a create too.
+            Err(Error::Forbidden {
+                resource,
+                namespace,
+                message,
+                ..
+            }) if message.contains("cannot create resource") => {
+                return Err(Error::Forbidden {
+                    verb: "create".into(),
+                    resource,
+                    namespace,
+                    message,
+                })
+            }
+            other => other?,
+        };
+        match sent {
+            Ok(body) => serde_json::from_slice(&body).map_err(|e| {
+                Error::Live(format!(
+                    "apply {}: undecodable response: {e}",
+                    resource.plural
+                ))
+            }),
+            Err(f) if f.status == StatusCode::NOT_FOUND => Err(Error::Live(format!(
+                "apply {} {at}: the server does not serve {} {} (are its CRDs installed?): {}",
+                resource.qualified(),
+                resource.api_version,
+                resource.plural,
+                f.message
+            ))),
+            Err(f) => Err(Error::Live(format!(
+                "apply {} {at}: {}",
                 resource.qualified(),
                 f.message
             ))),

@@ -13,6 +13,7 @@ pub mod inventory;
 pub mod list;
 pub mod namespaces;
 pub mod planes;
+pub mod reports;
 pub mod wire;
 pub use crate::output;
 
@@ -166,9 +167,20 @@ pub struct AuditArgs {
     /// The NVCF cluster ID: token audiences must be nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
-    /// Print a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines.
+    /// Print a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines, or (policyreport) the findings as policy reports.
     #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    pub output: Option<audit::AuditFormat>,
+    /// Server-side apply the findings as policy reports (one per namespace with findings, one cluster-scoped), delete ours whose findings are gone; exits 0 once applied.
+    #[arg(long = "apply-reports")]
+    pub apply_reports: bool,
+    /// The policy report API: wgpolicyk8s.io/v1alpha2 PolicyReport, or openreports.io/v1alpha1 Report.
+    #[arg(
+        long = "report-api",
+        value_enum,
+        value_name = "API",
+        default_value = "wgpolicyk8s"
+    )]
+    pub report_api: reports::ReportApi,
 }
 
 #[derive(clap::Args, Debug)]
@@ -730,6 +742,11 @@ pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
             args.cluster_id.as_deref(),
             plane.as_ref(),
             args.output,
+            &reports::Options {
+                api: args.report_api,
+                apply: args.apply_reports,
+                at: SystemTime::now(),
+            },
             stdout,
         )
         .await

@@ -40,5 +40,7 @@ mod live_planes;
 mod live_policy;
 #[path = "../live_properties.rs"]
 mod live_properties;
+#[path = "../live_reports.rs"]
+mod live_reports;
 #[path = "../live_surface.rs"]
 mod live_surface;
