@@ -19,7 +19,8 @@ use serde_json::Value;
 use super::client::{self, Kube, Resource, Scope};
 use super::inventory::{self, Identity, ListedObject, MadeBy, Member};
 use super::namespaces::{self, AgentNamespaces};
-use super::output::{self, Format};
+use super::output;
+use super::output::forms::{self, PrintArgs};
 use super::planes::{self, Selected};
 use crate::error::{Error, Result};
 use crate::guard;
@@ -28,6 +29,7 @@ use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
 use crate::report::{Finding, Location, ResourceRef, Severity};
 use crate::rules;
+use crate::selector::Selector;
 
 pub use crate::rules::{AUTOMOUNT, TOKEN_AUDIENCE, TOKEN_EXPIRATION, WORKER_ENV};
 
@@ -501,7 +503,8 @@ pub async fn run(
     scope: &Scope,
     cluster_id: Option<&str>,
     plane: Option<&Selected>,
-    format: Option<Format>,
+    selector: Option<&Selector>,
+    print: &PrintArgs,
     stdout: &mut dyn Write,
 ) -> Result<()> {
     let lists =
@@ -516,7 +519,8 @@ pub async fn run(
         )
         .await?
         .into_iter()
-        .filter(|s| s.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE));
+        .filter(|s| s.get("type").and_then(Value::as_str) == Some(TOKEN_SECRET_TYPE))
+        .collect::<Vec<_>>();
     let service_accounts = &lists[AUDITED
         .iter()
         .position(|r| *r == client::SERVICE_ACCOUNTS)
@@ -542,6 +546,7 @@ pub async fn run(
     for item in lists.iter().flatten() {
         listed.add(item);
     }
+    let selected = selector.map(|sel| selected_objects(&lists, &secrets, sel));
     let mut objects = 0;
     let mut docs = Vec::new();
     let mut bootstrap = std::collections::HashSet::new();
@@ -568,9 +573,12 @@ pub async fn run(
             }
         }
     }
-    for secret in secrets {
+    for secret in &secrets {
         objects += 1;
-        docs.push(Document::new(from_json(&secret)));
+        docs.push(Document::new(from_json(secret)));
+    }
+    if let Some(selected) = &selected {
+        objects = selected.len();
     }
     let batch = Batch::new(vec![Source {
         name: "cluster".into(),
@@ -627,6 +635,74 @@ pub async fn run(
     }
     findings.extend(nvw205);
 
+    if let Some(selected) = &selected {
+        findings.retain(|f| {
+            f.resource.as_ref().is_some_and(|r| {
+                selected.contains(&object_key(
+                    &r.kind,
+                    r.namespace.as_deref().unwrap_or(""),
+                    &r.name,
+                ))
+            })
+        });
+    }
+    write_report(findings, objects, plane, print, stdout)
+}
+
+/// `-l`: the keys of the audited objects whose labels match. Everything is
+/// still read: an account, a controller or a namespace outside the selection
+/// is context a selected pod's checks need.
+fn selected_objects(
+    lists: &[Vec<Value>],
+    secrets: &[Value],
+    selector: &Selector,
+) -> BTreeSet<(String, String, String)> {
+    AUDITED
+        .iter()
+        .zip(lists)
+        .flat_map(|(r, items)| items.iter().map(move |item| (r.kind, item)))
+        .chain(secrets.iter().map(|s| (client::SECRETS.kind, s)))
+        .filter(|(_, item)| {
+            let labels = item
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            selector.matches(&labels)
+        })
+        .map(|(kind, item)| {
+            object_key(
+                kind,
+                text(item, "/metadata/namespace"),
+                text(item, "/metadata/name"),
+            )
+        })
+        .collect()
+}
+
+/// The findings, in `--sort-by`'s order, as text lines and counts or in a form
+/// of `-o`: the `AuditReport` document, custom columns over its findings, or
+/// `name`, each object with a finding once (`pod/NAME`, `role.rbac.authorization.k8s.io/NAME`).
+fn write_report(
+    findings: Vec<Finding>,
+    objects: usize,
+    plane: Option<&Selected>,
+    print: &PrintArgs,
+    stdout: &mut dyn Write,
+) -> Result<()> {
+    let rows: Vec<Value> = findings
+        .iter()
+        .map(|f| serde_json::to_value(f).expect("plain struct"))
+        .collect();
+    let order = print.order(&rows)?;
+    let (findings, rows) = (
+        forms::reorder(findings, &order),
+        forms::reorder(rows, &order),
+    );
     let errors = findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -636,7 +712,7 @@ pub async fn run(
         .filter(|f| f.severity == Severity::Warning)
         .count();
     let write_err = |e: std::io::Error| Error::io("<stdout>", e);
-    match format {
+    match &print.output {
         None => {
             for f in &findings {
                 writeln!(stdout, "{}", f.to_text()).map_err(write_err)?;
@@ -651,17 +727,33 @@ pub async fn run(
             )
             .map_err(write_err)?;
         }
-        Some(format) => {
+        Some(form) => {
             let mut doc = serde_json::json!({
                 "objects": objects,
                 "errors": errors,
                 "warnings": warnings,
-                "findings": findings,
+                "findings": rows,
             });
             if let Some(p) = plane {
                 doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
             }
-            output::write(output::AUDIT_REPORT, doc, format, stdout)?
+            let mut names: Vec<String> = Vec::new();
+            for r in findings.iter().filter_map(|f| f.resource.as_ref()) {
+                let name = forms::object_name(&r.api_version, &r.kind, &r.name);
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            let rows = doc["findings"].as_array().cloned().unwrap_or_default();
+            forms::write(
+                form,
+                output::AUDIT_REPORT,
+                doc,
+                &rows,
+                &names,
+                print.no_headers,
+                stdout,
+            )?
         }
     }
     if errors > 0 {

@@ -112,9 +112,8 @@ pub struct ListArgs {
     pub selector: Option<String>,
     #[command(flatten)]
     pub state: StateArgs,
-    /// Print a versioned report.nvcf.io/v1alpha1 WorkerIdentityList instead of the table, or (wide) the table with each identity's control plane.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<list::ListFormat>,
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -146,9 +145,9 @@ pub struct CleanupArgs {
     /// `server`: send the deletes with dryRun=All; `client`: print the plan only.
     #[arg(long = "dry-run", value_enum, value_name = "MODE", default_value = "none", num_args = 0..=1, default_missing_value = "client", require_equals = true)]
     pub dry_run: DryRun,
-    /// Print a versioned report.nvcf.io/v1alpha1 CleanupPlan (nothing deleted) or CleanupResult.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    /// `-o json|yaml`: a versioned report.nvcf.io/v1alpha1 CleanupPlan (nothing deleted) or CleanupResult; the plan also prints as name, jsonpath and custom-columns.
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -162,9 +161,12 @@ pub struct AuditArgs {
     /// The NVCF cluster ID: token audiences must be nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
-    /// Print a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    /// Only the objects whose labels match (`key=value,key!=value,key in (a,b),key,!key`): the others are read, as context, but neither counted nor reported.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// `-o json|yaml`: a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines.
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -179,9 +181,9 @@ pub struct DescribeArgs {
     /// The NVCF cluster ID: the token's audience must be nvcf-icms:<ID> (without it, the audience found is reported).
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
-    /// Print a versioned report.nvcf.io/v1alpha1 WorkerVerdict instead of the condition lines and the agent's WorkerAuth JSON.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    /// `-o json|yaml`: a versioned report.nvcf.io/v1alpha1 WorkerVerdict instead of the condition lines and the agent's WorkerAuth JSON.
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
 }
 
 /// `NAME`, or kubectl's `TYPE/NAME` for a pod (`pod/`, `pods/`, `po/`, `pods.v1/`...).
@@ -620,7 +622,7 @@ pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
         let agent_namespaces = match &plane {
             Some(p) => planes::keep_plane(&kube, &scope, &mut inventory.identities, &p.id).await?,
             None => {
-                let needed = if list::ListFormat::shows_planes(args.output) {
+                let needed = if list::shows_planes(&args.print) {
                     inventory
                         .identities
                         .iter()
@@ -633,7 +635,7 @@ pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
             }
         };
         let rows = list::rows(&inventory, &agent_namespaces, now(), &args.state.options());
-        list::render(&rows, args.output, plane.as_ref(), stdout)
+        list::render(rows, &args.print, plane.as_ref(), stdout)
     })
 }
 
@@ -648,6 +650,16 @@ pub fn run_cleanup(
         DryRun::Client => None,
         DryRun::None => args.yes.then_some(false),
     };
+    let form = args.print.output.as_ref();
+    if let Some(form) = form {
+        // What was deleted is a document; the plan is rows too.
+        let tables: &[&str] = if execute.is_some() {
+            &["custom-columns", "jsonpath", "name", "wide"]
+        } else {
+            &["wide"]
+        };
+        form.check("cleanup", tables)?;
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
@@ -657,15 +669,16 @@ pub fn run_cleanup(
         if let Some(p) = &plane {
             planes::keep_plane(&kube, &scope, &mut inventory.identities, &p.id).await?;
         }
-        let plan = cleanup::plan(
+        let mut plan = cleanup::plan(
             &inventory.identities,
             &inventory.owners,
             now(),
             &args.state.options(),
         );
+        list::sort_plan(&mut plan, &args.print)?;
         let Some(dry_run) = execute else {
-            if let Some(format) = args.output {
-                return list::write_plan_document(&plan, format, stdout);
+            if let Some(form) = form {
+                return list::write_plan_form(&plan, form, args.print.no_headers, stdout);
             }
             list::write_plan(&plan, stdout)?;
             if !plan.delete.is_empty() {
@@ -679,7 +692,7 @@ pub fn run_cleanup(
         };
         // The plan first, so a run cut short still shows what it set out to do;
         // the machine-readable document comes once, whole, at the end.
-        if args.output.is_none() {
+        if form.is_none() {
             list::write_plan(&plan, stdout)?;
         }
         let bar = if std::io::stderr().is_terminal() {
@@ -695,7 +708,7 @@ pub fn run_cleanup(
         let summary = executor::execute(&kube, &plan, options, &|| bar.inc(1)).await;
         bar.finish_and_clear();
         let summary = summary?;
-        match args.output {
+        match form.and_then(output::forms::Form::document) {
             Some(format) => list::write_result_document(&plan, &summary, dry_run, format, stdout)?,
             None => list::write_summary(&summary, dry_run, stdout)?,
         }
@@ -712,6 +725,10 @@ pub fn run_cleanup(
 }
 
 pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
+    let selector = parse_selector(args.selector.as_deref())?;
+    if let Some(form) = &args.print.output {
+        form.check("audit", &["wide"])?;
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
@@ -721,7 +738,8 @@ pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
             &scope,
             args.cluster_id.as_deref(),
             plane.as_ref(),
-            args.output,
+            selector.as_ref(),
+            &args.print,
             stdout,
         )
         .await
@@ -748,6 +766,9 @@ async fn check_pod_plane(kube: &Kube, namespace: &str, pod: &str, plane: &str) -
 /// A refused verdict exits 1, as `kubectl auth can-i` does for "no": the report
 /// is on stdout either way, and one line on stderr names the failing conditions.
 pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
+    if let Some(form) = &args.print.output {
+        form.check("describe", &["wide"])?;
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let namespace = args
@@ -761,13 +782,25 @@ pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
         }
         let verdict =
             describe::describe(&kube, &namespace, &args.pod, args.cluster_id.as_deref()).await?;
-        match args.output {
-            Some(format) => {
+        match &args.print.output {
+            Some(form) => {
                 let mut doc = serde_json::to_value(&verdict).expect("plain struct");
                 if let Some(p) = &plane {
                     doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
                 }
-                output::write(output::WORKER_VERDICT, doc, format, stdout)?
+                // One object: custom-columns print one row of the whole document.
+                let row = output::document(output::WORKER_VERDICT, doc.clone());
+                args.print.order(std::slice::from_ref(&row))?;
+                let name = output::forms::object_name("v1", "Pod", &args.pod);
+                output::forms::write(
+                    form,
+                    output::WORKER_VERDICT,
+                    doc,
+                    &[row],
+                    &[name],
+                    args.print.no_headers,
+                    stdout,
+                )?
             }
             None => {
                 describe::write_text(&verdict, stdout).map_err(write_err)?;
