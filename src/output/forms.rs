@@ -291,7 +291,7 @@ fn custom_columns(
             let values: Vec<String> = results
                 .iter()
                 .flatten()
-                .map(super::jsonpath::go_sprint)
+                .map(|v| escape_terminal(&super::jsonpath::go_sprint(v)))
                 .collect();
             let first_empty = results.first().is_none_or(Vec::is_empty);
             cells.push(if first_empty && values.is_empty() {
@@ -305,6 +305,12 @@ fn custom_columns(
         lines.push(cells);
     }
     tabwriter(&lines, out)
+}
+
+/// kubectl's EscapeTerminal: a value cannot move the cursor or start an
+/// escape sequence in the user's terminal.
+fn escape_terminal(s: &str) -> String {
+    s.replace('\x1b', "^[").replace('\r', "\\r")
 }
 
 /// Go's tabwriter as kubectl sets it up (minimum width 6, padding 3, spaces):

@@ -249,13 +249,13 @@ fn array<'a>(input: Vec<V<'a>>, params: &[Param; 3]) -> Result<Vec<V<'a>>, Strin
             p[0].value = 0;
         }
         if p[0].value < 0 {
-            p[0].value += len;
+            p[0].value = p[0].value.wrapping_add(len);
         }
         if !p[1].known {
             p[1].value = len;
         }
         if p[1].value < 0 || (p[1].value == 0 && p[1].derived) {
-            p[1].value += len;
+            p[1].value = p[1].value.wrapping_add(len);
         }
         if p[1].value == p[0].value {
             return Ok(out);

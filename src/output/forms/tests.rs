@@ -27,6 +27,8 @@ fn custom_columns_print_none_for_missing_values_and_pad_as_tabwriter() {
         expected.join("\n") + "\n"
     );
     assert_eq!(cols("N:.name", &rows, true), "a\nlong-name\n");
+    let hostile = [json!({"name": "a\u{1b}[2Jb\rc"})];
+    assert_eq!(cols("N:.name", &hostile, true), "a^[[2Jb\\rc\n");
 }
 
 #[test]

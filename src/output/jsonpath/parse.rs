@@ -371,7 +371,7 @@ fn slice_params(text: &str) -> Result<[Param; 3], String> {
             }
             _ if i == 1 => {
                 params[1] = Param {
-                    value: params[0].value + 1,
+                    value: params[0].value.wrapping_add(1),
                     known: true,
                     derived: true,
                 }

@@ -34,3 +34,20 @@ fn kubectls_documented_examples() {
     assert!(run("{.items[5]}", v.clone()).is_err());
     assert!(run("{.kind", v).is_err());
 }
+
+proptest::proptest! {
+    /// Any text, and any text inside an action, parses or is refused, and a
+    /// parsed template runs or is refused, without a panic (huge indices included).
+    #[test]
+    fn any_template_parses_and_runs_or_is_refused(
+        text in "[{}\\[\\]().@$*?:,='\"!<>a-z0-9 -]{0,24}",
+        index in proptest::prelude::any::<i64>(),
+    ) {
+        let v = json!({"a": [1, {"b": "x"}, null], "b": {"a": 2.5}});
+        for t in [text.clone(), format!("{{{text}}}"), format!("{{.a[{index}]}}"), format!("{{.a[{index}:]}}")] {
+            if let Ok(p) = Template::parse(&t) {
+                let _ = p.render(&v);
+            }
+        }
+    }
+}
