@@ -2,6 +2,9 @@
 //! commands'): one API group, one version, a kind per command, so scripts can
 //! check what they parse.
 
+pub mod forms;
+pub mod jsonpath;
+
 use std::io::Write;
 
 use serde_json::{Map, Value};
@@ -33,15 +36,20 @@ pub enum Format {
     Yaml,
 }
 
-/// Writes `{apiVersion, kind, ...fields}` as indented JSON or as YAML.
-pub fn write(kind: &str, fields: Value, format: Format, out: &mut dyn Write) -> Result<()> {
+/// `{apiVersion, kind, ...fields}`: the document every form but the text prints.
+pub fn document(kind: &str, fields: Value) -> Value {
     let mut doc = Map::new();
     doc.insert("apiVersion".into(), API_VERSION.into());
     doc.insert("kind".into(), kind.into());
     if let Value::Object(fields) = fields {
         doc.extend(fields);
     }
-    let doc = Value::Object(doc);
+    Value::Object(doc)
+}
+
+/// Writes `{apiVersion, kind, ...fields}` as indented JSON or as YAML.
+pub fn write(kind: &str, fields: Value, format: Format, out: &mut dyn Write) -> Result<()> {
+    let doc = document(kind, fields);
     let write_err = |e: std::io::Error| Error::io("<stdout>", e);
     match format {
         Format::Json => {

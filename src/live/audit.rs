@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::client::{self, Kube, Resource, Scope};
 use super::inventory::{self, Identity, ListedObject, MadeBy, Member};
 use super::namespaces::{self, AgentNamespaces};
-use super::output::{self, Format};
+use super::output::forms::{Form, PrintArgs};
 use super::planes::{self, Selected};
 use super::reports;
 use crate::error::{Error, Result};
@@ -29,6 +29,9 @@ use crate::manifest::batch::{Batch, Source, SourceKind};
 use crate::manifest::{from_json, Document};
 use crate::report::{Finding, Location, ResourceRef, Severity};
 use crate::rules;
+use crate::selector::Selector;
+
+mod print;
 
 pub use crate::rules::{AUTOMOUNT, TOKEN_AUDIENCE, TOKEN_EXPIRATION, WORKER_ENV};
 
@@ -497,21 +500,13 @@ pub fn without_mirrored_account(findings: Vec<Finding>) -> Vec<Finding> {
         .collect()
 }
 
-/// `audit -o`: the report document, or the findings as policy reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum AuditFormat {
-    Json,
-    Yaml,
-    /// The policy reports `--apply-reports` applies, as a YAML stream.
-    Policyreport,
-}
-
 pub async fn run(
     kube: &Kube,
     scope: &Scope,
     cluster_id: Option<&str>,
     plane: Option<&Selected>,
-    format: Option<AuditFormat>,
+    selector: Option<&Selector>,
+    print: &PrintArgs,
     report_options: &reports::Options,
     stdout: &mut dyn Write,
 ) -> Result<()> {
@@ -555,6 +550,7 @@ pub async fn run(
     for item in lists.iter().flatten() {
         listed.add(item);
     }
+    let selected = selector.map(|sel| selected_objects(&lists, &secrets, sel));
     let mut objects = 0;
     let mut docs = Vec::new();
     let mut bootstrap = std::collections::HashSet::new();
@@ -581,9 +577,12 @@ pub async fn run(
             }
         }
     }
-    for secret in secrets {
+    for secret in &secrets {
         objects += 1;
-        docs.push(Document::new(from_json(&secret)));
+        docs.push(Document::new(from_json(secret)));
+    }
+    if let Some(selected) = &selected {
+        objects = selected.len();
     }
     let batch = Batch::new(vec![Source {
         name: "cluster".into(),
@@ -640,16 +639,18 @@ pub async fn run(
     }
     findings.extend(nvw205);
 
-    let errors = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .count();
-    let warnings = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .count();
-    let write_err = |e: std::io::Error| Error::io("<stdout>", e);
-    let report_objects = (report_options.apply || format == Some(AuditFormat::Policyreport))
+    if let Some(selected) = &selected {
+        findings.retain(|f| {
+            f.resource.as_ref().is_some_and(|r| {
+                selected.contains(&object_key(
+                    &r.kind,
+                    r.namespace.as_deref().unwrap_or(""),
+                    &r.name,
+                ))
+            })
+        });
+    }
+    let report_objects = (report_options.apply || matches!(print.output, Some(Form::PolicyReport)))
         .then(|| {
             let uid = |r: &ResourceRef| {
                 let ns = r.namespace.clone().unwrap_or_default();
@@ -658,51 +659,64 @@ pub async fn run(
             reports::build(&findings, uid, report_options, plane.map(|p| p.id.as_str()))
         })
         .unwrap_or_default();
-    match format {
-        None => {
-            for f in &findings {
-                writeln!(stdout, "{}", f.to_text()).map_err(write_err)?;
-            }
-            let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
-            writeln!(
-                stdout,
-                "{}, {} in {}",
-                plural(errors, "error"),
-                plural(warnings, "warning"),
-                plural(objects, "object")
-            )
-            .map_err(write_err)?;
-        }
-        Some(AuditFormat::Policyreport) => reports::write(&report_objects, stdout)?,
-        Some(format) => {
-            let format = match format {
-                AuditFormat::Yaml => Format::Yaml,
-                _ => Format::Json,
-            };
-            let mut doc = serde_json::json!({
-                "objects": objects,
-                "errors": errors,
-                "warnings": warnings,
-                "findings": findings,
-            });
-            if let Some(p) = plane {
-                doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
-            }
-            output::write(output::AUDIT_REPORT, doc, format, stdout)?
-        }
+    let errors = (findings.iter())
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let printed = match print.output {
+        Some(Form::PolicyReport) => reports::write(&report_objects, stdout),
+        _ => print::write_report(findings, objects, plane, print, stdout),
+    };
+    match printed {
+        Ok(()) | Err(Error::Reported { .. }) => {}
+        Err(e) => return Err(e),
     }
     if report_options.apply {
         // The findings now live in the cluster: a run that applied them succeeded.
         let applied = reports::apply(kube, scope, report_options.api, &report_objects).await?;
-        if format.is_none() {
+        if print.output.is_none() {
             applied.write(stdout)?;
         }
         return applied.check();
     }
-    if errors > 0 {
-        return Err(Error::Reported { errors });
+    match errors {
+        0 => Ok(()),
+        errors => Err(Error::Reported { errors }),
     }
-    Ok(())
+}
+
+/// `-l`: the keys of the audited objects whose labels match. Everything is
+/// still read: an account, a controller or a namespace outside the selection
+/// is context a selected pod's checks need.
+fn selected_objects(
+    lists: &[Vec<Value>],
+    secrets: &[Value],
+    selector: &Selector,
+) -> BTreeSet<(String, String, String)> {
+    AUDITED
+        .iter()
+        .zip(lists)
+        .flat_map(|(r, items)| items.iter().map(move |item| (r.kind, item)))
+        .chain(secrets.iter().map(|s| (client::SECRETS.kind, s)))
+        .filter(|(_, item)| {
+            let labels = item
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            selector.matches(&labels)
+        })
+        .map(|(kind, item)| {
+            object_key(
+                kind,
+                text(item, "/metadata/namespace"),
+                text(item, "/metadata/name"),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

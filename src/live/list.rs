@@ -5,10 +5,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::cleanup::{Plan, PlannedIdentity};
+use super::cleanup::{KeptIdentity, Plan, PlannedIdentity};
 use super::executor::Summary;
 use super::inventory::{human_age, MadeBy, Member, Origin, OwnerStatus, State, StateOptions};
 use super::namespaces::AgentNamespaces;
+use super::output::forms::{self, Form, PrintArgs};
 use super::output::{self, Format};
 use super::Inventory;
 use crate::controlplane;
@@ -236,7 +237,12 @@ fn trio_cell(m: &Members) -> String {
 }
 
 /// Left-aligned columns separated by three spaces, as kubectl prints them.
-fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Result<()> {
+fn write_table(
+    header: &[&str],
+    rows: &[Vec<String>],
+    no_headers: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -255,27 +261,19 @@ fn write_table(header: &[&str], rows: &[Vec<String>], out: &mut dyn Write) -> Re
         }
         s.trim_end().to_string()
     };
-    writeln!(out, "{}", line(header.to_vec())).map_err(write_err)?;
+    if !no_headers {
+        writeln!(out, "{}", line(header.to_vec())).map_err(write_err)?;
+    }
     for r in rows {
         writeln!(out, "{}", line(r.iter().map(String::as_str).collect())).map_err(write_err)?;
     }
     Ok(())
 }
 
-/// `list -o`: the documents, or `wide`, the table with each identity's PLANE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ListFormat {
-    Json,
-    Yaml,
-    /// The table with a PLANE column: the control plane owning each namespace.
-    Wide,
-}
-
-impl ListFormat {
-    /// Whether the output shows planes, so every identity's namespace is read.
-    pub fn shows_planes(format: Option<ListFormat>) -> bool {
-        format.is_some()
-    }
+/// Whether the output shows planes, so every identity's namespace is read:
+/// every form but the plain table does (the document carries each `controlPlane`).
+pub fn shows_planes(print: &PrintArgs) -> bool {
+    print.output.is_some()
 }
 
 /// The PLANE cell: `<unknown>` when the namespace was not or could not be read,
@@ -288,70 +286,84 @@ fn plane_cell(r: &Row) -> String {
     }
 }
 
-/// The table or the document; the document names the plane `--control-plane` kept to.
+fn table_cells(r: &Row, wide: bool) -> Vec<String> {
+    let mut cells = vec![
+        r.namespace.clone(),
+        r.name.clone(),
+        r.origin.to_string(),
+        r.made_by.as_str().to_string(),
+        owner_cell(&r.owner),
+        owner_status_cell(&r.owner),
+        trio_cell(&r.members),
+        r.age_seconds.map_or("<unknown>".into(), human_age),
+        r.state.as_str().to_string(),
+    ];
+    if wide {
+        cells.push(plane_cell(r));
+    }
+    cells.push(note_cell(r));
+    cells
+}
+
+/// The table (`wide`: with PLANE) or another of kubectl's forms; the document
+/// names the plane `--control-plane` kept to. `-o name` gives each identity's
+/// ServiceAccount (`serviceaccount/NAME`), the object its pods run as.
 pub fn render(
-    rows: &[Row],
-    format: Option<ListFormat>,
+    rows: Vec<Row>,
+    print: &PrintArgs,
     plane: Option<&super::planes::Selected>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let wide = format == Some(ListFormat::Wide);
-    let format = match format {
-        Some(ListFormat::Json) => Some(Format::Json),
-        Some(ListFormat::Yaml) => Some(Format::Yaml),
-        Some(ListFormat::Wide) | None => None,
-    };
-    match format {
-        None => {
-            if rows.is_empty() {
-                return writeln!(out, "No worker identities found.").map_err(write_err);
-            }
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    let mut cells = vec![
-                        r.namespace.clone(),
-                        r.name.clone(),
-                        r.origin.to_string(),
-                        r.made_by.as_str().to_string(),
-                        owner_cell(&r.owner),
-                        owner_status_cell(&r.owner),
-                        trio_cell(&r.members),
-                        r.age_seconds.map_or("<unknown>".into(), human_age),
-                        r.state.as_str().to_string(),
-                    ];
-                    if wide {
-                        cells.push(plane_cell(r));
-                    }
-                    cells.push(note_cell(r));
-                    cells
-                })
-                .collect();
-            let mut header = vec![
-                "NAMESPACE",
-                "NAME",
-                "ORIGIN",
-                "MADE-BY",
-                "OWNER",
-                "OWNER-STATUS",
-                "TRIO",
-                "AGE",
-                "STATE",
-            ];
-            if wide {
-                header.push("PLANE");
-            }
-            header.push("NOTE");
-            write_table(&header, &cells, out)
-        }
-        Some(format) => {
-            let mut doc = serde_json::json!({ "items": rows });
+    let json: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("plain struct"))
+        .collect();
+    let order = print.order(&json)?;
+    let (rows, json) = (forms::reorder(rows, &order), forms::reorder(json, &order));
+    let wide = match &print.output {
+        None => false,
+        Some(Form::Wide) => true,
+        Some(form) => {
+            let mut doc = serde_json::json!({ "items": json });
             if let Some(p) = plane {
                 doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
             }
-            output::write(output::WORKER_IDENTITY_LIST, doc, format, out)
+            let names: Vec<String> = rows
+                .iter()
+                .map(|r| forms::object_name("v1", "ServiceAccount", &r.name))
+                .collect();
+            let items = doc["items"].as_array().cloned().unwrap_or_default();
+            return forms::write(
+                form,
+                output::WORKER_IDENTITY_LIST,
+                doc,
+                &items,
+                &names,
+                print.no_headers,
+                out,
+            );
         }
+    };
+    if rows.is_empty() {
+        return writeln!(out, "No worker identities found.").map_err(write_err);
     }
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| table_cells(r, wide)).collect();
+    let mut header = vec![
+        "NAMESPACE",
+        "NAME",
+        "ORIGIN",
+        "MADE-BY",
+        "OWNER",
+        "OWNER-STATUS",
+        "TRIO",
+        "AGE",
+        "STATE",
+    ];
+    if wide {
+        header.push("PLANE");
+    }
+    header.push("NOTE");
+    write_table(&header, &cells, print.no_headers, out)
 }
 
 pub fn write_plan(plan: &Plan, out: &mut dyn Write) -> Result<()> {
@@ -441,12 +453,7 @@ fn planned_json(p: &PlannedIdentity) -> serde_json::Value {
 fn plan_json(plan: &Plan) -> serde_json::Value {
     serde_json::json!({
         "delete": plan.delete.iter().map(planned_json).collect::<Vec<_>>(),
-        "keep": plan.keep.iter().map(|k| serde_json::json!({
-            "namespace": k.namespace,
-            "name": k.name,
-            "state": k.state,
-            "reason": k.reason,
-        })).collect::<Vec<_>>(),
+        "keep": plan.keep.iter().map(kept_json).collect::<Vec<_>>(),
     })
 }
 
@@ -460,10 +467,64 @@ fn who_json(entries: &[(String, String)], field: &str) -> Vec<serde_json::Value>
         .collect()
 }
 
-/// `CleanupPlan`: what `--yes` would delete (each object with the UID its delete
-/// will carry as a precondition) and what it keeps, each with its reason.
-pub fn write_plan_document(plan: &Plan, format: Format, out: &mut dyn Write) -> Result<()> {
-    output::write(output::CLEANUP_PLAN, plan_json(plan), format, out)
+fn kept_json(k: &KeptIdentity) -> serde_json::Value {
+    serde_json::json!({
+        "namespace": k.namespace,
+        "name": k.name,
+        "state": k.state,
+        "reason": k.reason,
+    })
+}
+
+/// `--sort-by`: the plan's deletions and kept identities, each list in the
+/// order of the value at the path in its entry's JSON (as the document shows it).
+pub fn sort_plan(plan: &mut Plan, print: &PrintArgs) -> Result<()> {
+    if print.sort_by.is_none() {
+        return Ok(());
+    }
+    let rows: Vec<_> = plan.delete.iter().map(planned_json).collect();
+    let order = print.order(&rows)?;
+    plan.delete = forms::reorder(std::mem::take(&mut plan.delete), &order);
+    let rows: Vec<_> = plan.keep.iter().map(kept_json).collect();
+    let order = print.order(&rows)?;
+    plan.keep = forms::reorder(std::mem::take(&mut plan.keep), &order);
+    Ok(())
+}
+
+/// The plan in a form of `-o`: `CleanupPlan` (what `--yes` would delete, each
+/// object with the UID its delete will carry as a precondition, and what it
+/// keeps, each with its reason); `name`, each object `--yes` would delete as
+/// `kubectl delete -o name` prints it; custom-columns, one row per entry of
+/// `delete`, then of `keep`.
+pub fn write_plan_form(
+    plan: &Plan,
+    form: &Form,
+    no_headers: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let doc = plan_json(plan);
+    let rows: Vec<serde_json::Value> = ["delete", "keep"]
+        .iter()
+        .flat_map(|k| doc[k].as_array().cloned().unwrap_or_default())
+        .collect();
+    let names: Vec<String> = plan
+        .delete
+        .iter()
+        .flat_map(|p| {
+            p.deletions.iter().map(|d| {
+                forms::object_name(d.member.resource().api_version, d.member.kind(), &p.name)
+            })
+        })
+        .collect();
+    forms::write(
+        form,
+        output::CLEANUP_PLAN,
+        doc,
+        &rows,
+        &names,
+        no_headers,
+        out,
+    )
 }
 
 /// `CleanupResult`: the plan, then the counts and every skipped or failed identity.

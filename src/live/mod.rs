@@ -114,9 +114,8 @@ pub struct ListArgs {
     pub selector: Option<String>,
     #[command(flatten)]
     pub state: StateArgs,
-    /// Print a versioned report.nvcf.io/v1alpha1 WorkerIdentityList instead of the table, or (wide) the table with each identity's control plane.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<list::ListFormat>,
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -148,9 +147,9 @@ pub struct CleanupArgs {
     /// `server`: send the deletes with dryRun=All; `client`: print the plan only.
     #[arg(long = "dry-run", value_enum, value_name = "MODE", default_value = "none", num_args = 0..=1, default_missing_value = "client", require_equals = true)]
     pub dry_run: DryRun,
-    /// Print a versioned report.nvcf.io/v1alpha1 CleanupPlan (nothing deleted) or CleanupResult.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    /// `-o json|yaml`: a versioned report.nvcf.io/v1alpha1 CleanupPlan (nothing deleted) or CleanupResult; the plan also prints as name, jsonpath and custom-columns.
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
     /// Record an events.k8s.io Event on each identity's ServiceAccount for what was deleted or skipped and why (never with --dry-run); =false to record none.
     #[arg(long = "record-events", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", require_equals = true, default_value = "true", action = clap::ArgAction::Set)]
     pub record_events: bool,
@@ -167,9 +166,12 @@ pub struct AuditArgs {
     /// The NVCF cluster ID: token audiences must be nvcf-icms:<ID>.
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
-    /// Print a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines, or (policyreport) the findings as policy reports.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<audit::AuditFormat>,
+    /// Only the objects whose labels match (`key=value,key!=value,key in (a,b),key,!key`): the others are read, as context, but neither counted nor reported.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// `-o json|yaml`: a versioned report.nvcf.io/v1alpha1 AuditReport instead of text lines; `-o policyreport`: the findings as policy reports.
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
     /// Server-side apply the findings as policy reports (one per namespace with findings, one cluster-scoped), delete ours whose findings are gone; exits 0 once applied.
     #[arg(long = "apply-reports")]
     pub apply_reports: bool,
@@ -195,9 +197,9 @@ pub struct DescribeArgs {
     /// The NVCF cluster ID: the token's audience must be nvcf-icms:<ID> (without it, the audience found is reported).
     #[arg(long = "cluster-id", value_name = "ID")]
     pub cluster_id: Option<String>,
-    /// Print a versioned report.nvcf.io/v1alpha1 WorkerVerdict instead of the condition lines and the agent's WorkerAuth JSON.
-    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
-    pub output: Option<output::Format>,
+    /// `-o json|yaml`: a versioned report.nvcf.io/v1alpha1 WorkerVerdict instead of the condition lines and the agent's WorkerAuth JSON.
+    #[command(flatten)]
+    pub print: output::forms::PrintArgs,
 }
 
 /// `NAME`, or kubectl's `TYPE/NAME` for a pod (`pod/`, `pods/`, `po/`, `pods.v1/`...).
@@ -627,6 +629,9 @@ fn parse_selector(text: Option<&str>) -> Result<Option<Selector>> {
 
 pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
     let selector = parse_selector(args.selector.as_deref())?;
+    if let Some(form) = &args.print.output {
+        form.check("list", &["policyreport"])?;
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
@@ -636,7 +641,7 @@ pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
         let agent_namespaces = match &plane {
             Some(p) => planes::keep_plane(&kube, &scope, &mut inventory.identities, &p.id).await?,
             None => {
-                let needed = if list::ListFormat::shows_planes(args.output) {
+                let needed = if list::shows_planes(&args.print) {
                     inventory
                         .identities
                         .iter()
@@ -649,7 +654,7 @@ pub fn run_list(args: ListArgs, stdout: &mut dyn Write) -> Result<()> {
             }
         };
         let rows = list::rows(&inventory, &agent_namespaces, now(), &args.state.options());
-        list::render(&rows, args.output, plane.as_ref(), stdout)
+        list::render(rows, &args.print, plane.as_ref(), stdout)
     })
 }
 
@@ -664,6 +669,16 @@ pub fn run_cleanup(
         DryRun::Client => None,
         DryRun::None => args.yes.then_some(false),
     };
+    let form = args.print.output.as_ref();
+    if let Some(form) = form {
+        // What was deleted is a document; the plan is rows too.
+        let tables: &[&str] = if execute.is_some() {
+            &["custom-columns", "jsonpath", "name", "policyreport", "wide"]
+        } else {
+            &["policyreport", "wide"]
+        };
+        form.check("cleanup", tables)?;
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
@@ -673,15 +688,16 @@ pub fn run_cleanup(
         if let Some(p) = &plane {
             planes::keep_plane(&kube, &scope, &mut inventory.identities, &p.id).await?;
         }
-        let plan = cleanup::plan(
+        let mut plan = cleanup::plan(
             &inventory.identities,
             &inventory.owners,
             now(),
             &args.state.options(),
         );
+        list::sort_plan(&mut plan, &args.print)?;
         let Some(dry_run) = execute else {
-            if let Some(format) = args.output {
-                return list::write_plan_document(&plan, format, stdout);
+            if let Some(form) = form {
+                return list::write_plan_form(&plan, form, args.print.no_headers, stdout);
             }
             list::write_plan(&plan, stdout)?;
             if !plan.delete.is_empty() {
@@ -695,7 +711,7 @@ pub fn run_cleanup(
         };
         // The plan first, so a run cut short still shows what it set out to do;
         // the machine-readable document comes once, whole, at the end.
-        if args.output.is_none() {
+        if form.is_none() {
             list::write_plan(&plan, stdout)?;
         }
         let bar = if std::io::stderr().is_terminal() {
@@ -712,7 +728,7 @@ pub fn run_cleanup(
         let summary = executor::execute(&kube, &plan, options, &|| bar.inc(1)).await;
         bar.finish_and_clear();
         let summary = summary?;
-        match args.output {
+        match form.and_then(output::forms::Form::document) {
             Some(format) => list::write_result_document(&plan, &summary, dry_run, format, stdout)?,
             None => list::write_summary(&summary, dry_run, stdout)?,
         }
@@ -732,6 +748,16 @@ pub fn run_cleanup(
 }
 
 pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
+    let selector = parse_selector(args.selector.as_deref())?;
+    if let Some(form) = &args.print.output {
+        form.check("audit", &["wide"])?;
+    }
+    if args.apply_reports && selector.is_some() {
+        // Applying replaces every namespace's report: a selection would erase the rest.
+        return Err(Error::Usage(
+            "audit: --apply-reports reports every audited object; it cannot be used with -l".into(),
+        ));
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let scope = scope(&args.connection, &args.scope, &kube);
@@ -741,7 +767,8 @@ pub fn run_audit(args: AuditArgs, stdout: &mut dyn Write) -> Result<()> {
             &scope,
             args.cluster_id.as_deref(),
             plane.as_ref(),
-            args.output,
+            selector.as_ref(),
+            &args.print,
             &reports::Options {
                 api: args.report_api,
                 apply: args.apply_reports,
@@ -773,6 +800,9 @@ async fn check_pod_plane(kube: &Kube, namespace: &str, pod: &str, plane: &str) -
 /// A refused verdict exits 1, as `kubectl auth can-i` does for "no": the report
 /// is on stdout either way, and one line on stderr names the failing conditions.
 pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
+    if let Some(form) = &args.print.output {
+        form.check("describe", &["policyreport", "wide"])?;
+    }
     block_on(async {
         let kube = connect(&args.connection).await?;
         let namespace = args
@@ -786,13 +816,25 @@ pub fn run_describe(args: DescribeArgs, stdout: &mut dyn Write) -> Result<()> {
         }
         let verdict =
             describe::describe(&kube, &namespace, &args.pod, args.cluster_id.as_deref()).await?;
-        match args.output {
-            Some(format) => {
+        match &args.print.output {
+            Some(form) => {
                 let mut doc = serde_json::to_value(&verdict).expect("plain struct");
                 if let Some(p) = &plane {
                     doc["controlPlane"] = serde_json::to_value(p).expect("plain struct");
                 }
-                output::write(output::WORKER_VERDICT, doc, format, stdout)?
+                // One object: custom-columns print one row of the whole document.
+                let row = output::document(output::WORKER_VERDICT, doc.clone());
+                args.print.order(std::slice::from_ref(&row))?;
+                let name = output::forms::object_name("v1", "Pod", &args.pod);
+                output::forms::write(
+                    form,
+                    output::WORKER_VERDICT,
+                    doc,
+                    &[row],
+                    &[name],
+                    args.print.no_headers,
+                    stdout,
+                )?
             }
             None => {
                 describe::write_text(&verdict, stdout).map_err(write_err)?;

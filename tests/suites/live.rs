@@ -28,6 +28,8 @@ mod live_describe;
 mod live_faults;
 #[path = "../live_flags.rs"]
 mod live_flags;
+#[path = "../live_forms.rs"]
+mod live_forms;
 #[path = "../live_in_use.rs"]
 mod live_in_use;
 #[path = "../live_list.rs"]

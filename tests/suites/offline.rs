@@ -27,6 +27,8 @@ mod hostile;
 mod in_place_safety;
 #[path = "../inject_rules.rs"]
 mod inject_rules;
+#[path = "../jsonpath_kubectl.rs"]
+mod jsonpath_kubectl;
 #[path = "../krm_streaming.rs"]
 mod krm_streaming;
 #[path = "../policy.rs"]
