@@ -9,6 +9,7 @@ use live_support::*;
 use serde_json::{json, Value};
 
 const ANY_AGE: [&str; 2] = ["--min-age", "0s"];
+const ANY_AGE_CLEANUP: [&str; 3] = ["cleanup", "--min-age", "0s"];
 
 fn seeded() -> Cluster {
     let c = Cluster::start();
@@ -288,15 +289,53 @@ fn cleanup_plan_and_describe_take_the_forms_that_fit() {
     assert_eq!(stdout(&out), "pod/runner\n");
     let out = c.run(&["describe", "runner", "-o", "jsonpath={.kind}"]);
     assert_eq!(stdout(&out), "WorkerVerdict");
-    for command in [&["describe", "runner"][..], &["audit"][..]] {
-        let out = c.run(&[command, &["-o", "wide"]].concat());
-        assert_eq!(out.status.code(), Some(2));
+    // Each command names the forms it has: `policyreport` is audit's alone.
+    const KUBECTL_FORMS: &str =
+        "custom-columns,custom-columns-file,json,jsonpath,jsonpath-file,name";
+    for (command, form, allowed) in [
+        (
+            &["describe", "runner"][..],
+            "wide",
+            format!("{KUBECTL_FORMS},yaml"),
+        ),
+        (
+            &["audit"][..],
+            "wide",
+            format!("{KUBECTL_FORMS},policyreport,yaml"),
+        ),
+        (
+            &["describe", "runner"][..],
+            "policyreport",
+            format!("{KUBECTL_FORMS},yaml"),
+        ),
+        (
+            &["list"][..],
+            "policyreport",
+            format!("{KUBECTL_FORMS},wide,yaml"),
+        ),
+        (
+            &ANY_AGE_CLEANUP[..],
+            "policyreport",
+            format!("{KUBECTL_FORMS},yaml"),
+        ),
+    ] {
+        let out = c.run(&[command, &["-o", form]].concat());
+        assert_eq!(out.status.code(), Some(2), "{command:?} -o {form}");
+        let want = format!("unable to match a printer suitable for the output format \"{form}\", allowed formats are: {allowed}\n");
         assert!(
-            stderr(&out).contains("unable to match a printer suitable for the output format \"wide\", allowed formats are: custom-columns,custom-columns-file,json,jsonpath,jsonpath-file,name,yaml"),
-            "{}",
+            stderr(&out).ends_with(&want),
+            "{command:?}: {}",
             stderr(&out)
         );
     }
+    // Applying reports replaces every namespace's: a selection is refused.
+    let out = c.run(&["audit", "-l", "team=a", "--apply-reports"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot be used with -l"),
+        "{}",
+        stderr(&out)
+    );
     let out = c.run(&["list", "-o", "xml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
