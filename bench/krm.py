@@ -4,7 +4,7 @@
 trips of the ResourceList, peak RSS against its size, and whether both answer
 the same bytes; on the ResourceList `bench.resource_list` writes and on what
 kpt itself writes (`kpt fn source` of the corpus as a package), also with an
-anchor and an alias in every Service (under validate). Then, at
+anchor and an alias in every Service (under validate and under inject). Then, at
 N=2000, `kpt fn eval --exec` of the binary end to end against `kpt fn eval
 --exec cat` on the same package (output to stdout, best of 3). Builds nothing:
 `cargo build --release --bin kubectl-nvcf-worker --example yaml_baseline
@@ -36,16 +36,17 @@ def eval_exec(n, corpus):
     for label, exe in [("binary", TOOL), ("cat", cat)]:
         walls[label] = bench.best(["kpt", "fn", "eval", pkg, "--exec", exe, "--fn-config", fn, "-o", "stdout"])
     print(f"N={n} kpt fn eval --exec: binary {walls['binary']:.3f}s / cat {walls['cat']:.3f}s = {walls['binary']/walls['cat']:.2f}")
-def kpt_anchored(corpus, out):
+def kpt_anchored(corpus, out, validate=True):
     """What kpt writes of the corpus with every Service's selector an alias of an
-    anchor on its name (an item's own anchors: they stream), run under validate
-    (an edit where an item has aliases takes the tree path, as it writes such a
-    list anew)."""
+    anchor on its name (an item's own anchors: they stream), run under validate,
+    or under inject (edits beside items with aliases stream since 8 December)."""
     anchored = out + ".corpus.yaml"
     with open(corpus) as f, open(anchored, "w") as o:
         o.write(re.sub(r"(kind: Service\nmetadata:\n  name: )(\S+)(\n(?:.*\n)*?  selector:\n    app: )\2\n",
                        r"\1&n \2\3*n\n", f.read()))
     bench.kpt_resource_list(anchored, out)
+    if not validate:
+        return
     with open(out) as f:
         text = f.read()
     at = text.rindex("\n  data:\n") + len("\n  data:\n")
@@ -55,7 +56,8 @@ for n in [int(a) for a in sys.argv[1:]] or [2000, 10000]:
     corpus = os.path.join(tmp, f"c{n}.yaml")
     with open(corpus, "w") as f:
         subprocess.run([sys.executable, bench.GEN, str(n), "--yaml"], stdout=f, check=True)
-    for layout, write in [("bench", bench.resource_list), ("kpt", bench.kpt_resource_list), ("kpt-anchored", kpt_anchored)]:
+    for layout, write in [("bench", bench.resource_list), ("kpt", bench.kpt_resource_list), ("kpt-anchored", kpt_anchored),
+                          ("kpt-anch-inj", lambda c, o: kpt_anchored(c, o, validate=False))]:
         rl = os.path.join(tmp, f"rl{n}-{layout}.yaml")
         write(corpus, rl)
         size = os.path.getsize(rl)

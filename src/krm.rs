@@ -63,9 +63,9 @@ pub fn run_resource_list_to(run: &Run, input: Vec<u8>, out: &mut dyn Write) -> R
 /// The function on the items of a laid out ResourceList read as a stream, or the
 /// input given back (nothing written) when they must be read as one tree: a
 /// functionConfig in error, an item that does not read alone, an edited item that
-/// cannot be spliced, any edit where an item has aliases or merge keys (the tree
-/// writes the whole ResourceList anew then). Items in error are reported here,
-/// as the tree reports them.
+/// cannot be spliced, an edited item with anchors (no aliases) where another has
+/// aliases or merge keys (the tree writes the whole ResourceList anew then).
+/// Items in error are reported here, as the tree reports them.
 fn run_items(
     run: &Run,
     mut laid: load::Laid,
@@ -103,10 +103,15 @@ fn run_items(
     // Written from the documents' text: edited documents may be written as they go.
     batch.freeze = evict.is_some();
     let mut findings = processor.process(&mut batch).krm_results();
-    // An item with aliases or merge keys: the tree path edits the whole
-    // ResourceList expanded and writes it anew on any edit or new object.
-    let changed = |d: &Document| d.text.is_none() || !matches!(d.edited, Edited::No);
-    if laid.refs && batch.sources[0].docs.iter().any(changed) {
+    // Where an item has aliases or merge keys the tree path edits the whole
+    // ResourceList expanded, and writes it anew when an item it changed has
+    // anchors but no aliases (`refs::item_refs`).
+    let anchored = |d: &Document| {
+        d.text.is_some()
+            && !matches!(d.edited, Edited::No)
+            && laid.anchored.binary_search(&(d.index as u32)).is_ok()
+    };
+    if !laid.refs.is_empty() && batch.sources[0].docs.iter().any(anchored) {
         run.release(batch);
         return Ok(Err(laid.input()));
     }
@@ -115,7 +120,7 @@ fn run_items(
     let elsewhere = (batch.sources[0].docs.iter()).any(|d| {
         d.text.is_some() && !matches!(d.edited, Edited::No) && laid.edits_elsewhere(d.index)
     });
-    if elsewhere || !sink::items_spliced(&mut batch.sources[0]) {
+    if elsewhere || !sink::items_spliced(&mut batch.sources[0], &laid.refs) {
         run.release(batch);
         return Ok(Err(laid.input()));
     }

@@ -619,3 +619,60 @@ fn a_refusal_shape_leaves_out_documents_positions_and_names() {
         refusal_shape("document 1: key \"a\" (line 2) is set before a merge key")
     );
 }
+
+/// An item with aliases or merge keys edited by the KRM function is written
+/// anew, expanded, beside items kept as written: kubectl decodes the answer as
+/// the tool reads it, the merged and aliased values are still there in the
+/// edited items, and the items not edited decode as they did.
+#[test]
+fn krm_items_written_anew_beside_aliased_ones_decode_as_kubectl_decodes_them() {
+    use crate::support::krm_diff::anchored_doc;
+    let oracles = oracles();
+    let item = |d: &str| {
+        let body: Vec<String> = (d.lines().enumerate())
+            .map(|(i, l)| format!("{}{l}\n", if i == 0 { "- " } else { "  " }))
+            .collect();
+        body.concat()
+    };
+    let mut inputs = Vec::new();
+    for kinds in [&[6u8, 4, 1][..], &[1, 2, 6, 3], &[4, 6, 6, 0]] {
+        let items: String = (kinds.iter().enumerate())
+            .map(|(i, &k)| item(&anchored_doc(i, k)))
+            .collect();
+        let input = format!("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n{items}functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fn\n  data:\n    clusterID: c1\n    selector: \"\"\n");
+        let out = kubectl_nvcf_worker::krm::run_resource_list(input.as_bytes()).unwrap();
+        assert_eq!(out.exit, kubectl_nvcf_worker::error::Exit::Success);
+        inputs.push((format!("in {kinds:?}"), input.into_bytes()));
+        inputs.push((format!("out {kinds:?}"), out.stdout));
+    }
+    let mut tally = Tally::default();
+    compare(&oracles, &inputs, &mut tally);
+    report("krm items written anew", &tally);
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (_, bytes)) in inputs.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("f{i:06}.yaml")), bytes).unwrap();
+    }
+    let decoded = oracle::run_oracle(&oracles[1], dir.path(), inputs.len());
+    for pair in decoded.chunks(2) {
+        // (kubectl takes a kind ending in `List` for a list: its items.)
+        let (before, after) = (&pair[0].0, &pair[1].0);
+        assert!(before.len() >= 3 && pair[0].1.is_none() && pair[1].1.is_none());
+        for b in before {
+            let same = |a: &&Value| {
+                a["kind"] == b["kind"] && a["metadata"]["name"] == b["metadata"]["name"]
+            };
+            let a = after.iter().find(same).expect("every item comes out");
+            if b["kind"] == "ConfigMap" {
+                assert_eq!(b, a, "an item not edited decodes as it did");
+                continue;
+            }
+            let pod = a.pointer("/spec/template/spec").unwrap_or(&a["spec"]);
+            let containers = pod["containers"].as_array().unwrap();
+            let side = containers.iter().find(|c| c["name"] == "side");
+            assert!(side.is_none_or(|c| c["image"] == "x"), "{a}");
+            let labels = a.pointer("/spec/template/metadata/labels");
+            assert!(labels.is_none_or(|l| l["nvcf.io/worker"] == "true"), "{a}");
+            assert_ne!(b, a, "edited");
+        }
+    }
+}

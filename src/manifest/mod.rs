@@ -4,6 +4,7 @@ pub mod emit;
 pub mod node;
 pub mod parse;
 pub mod place;
+pub mod refs;
 pub mod scalar;
 pub mod splice;
 

@@ -85,10 +85,11 @@ pub enum Edited {
     /// Untouched: written as its source bytes.
     #[default]
     No,
-    /// Edited in its tree as written: the tree as read is kept to splice the
-    /// differences into the source bytes.
+    /// Edited: the tree as read (as written, with its aliases) is kept to splice
+    /// the differences into the source bytes, or, edited in its expanded form,
+    /// to tell which list items changed (`refs::item_refs`).
     Spliced(Box<Node>),
-    /// Edited in its expanded form (it had aliases or merge keys): written anew.
+    /// Made by this tool, or edited in its expanded form with no source: written anew.
     Rewritten,
     /// Edited and already written (`batch::freeze`); only its skeleton is left.
     Frozen(Frozen),
@@ -178,11 +179,17 @@ impl Document {
     }
 
     /// The tree to edit. A document with aliases is edited in its expanded form, so
-    /// changing one object never changes another that shared an anchored node.
+    /// changing one object never changes another that shared an anchored node; the
+    /// tree as written is kept to write back what the edit left alone
+    /// (`refs::item_refs`).
     pub fn edit(&mut self) -> &mut Node {
         if let Some(resolved) = self.resolved.take() {
-            self.root = resolved;
-            self.edited = Edited::Rewritten;
+            let written = std::mem::replace(&mut self.root, resolved);
+            self.edited = match (&self.text, std::mem::take(&mut self.edited)) {
+                (Some(_), Edited::No) => Edited::Spliced(Box::new(written)),
+                (Some(_), spliced @ Edited::Spliced(_)) => spliced,
+                _ => Edited::Rewritten,
+            };
         }
         self.edit_as_written()
     }
@@ -861,7 +868,7 @@ fn tag_problem(text: &str, tag: &str) -> Option<&'static str> {
     (!fits).then_some("does not read as the type its explicit tag names; kubectl refuses it")
 }
 
-fn is_tag(tag: &str, name: &str) -> bool {
+pub(super) fn is_tag(tag: &str, name: &str) -> bool {
     tag.strip_prefix("tag:yaml.org,2002:")
         .or_else(|| tag.strip_prefix("!!"))
         .is_some_and(|t| t == name)
@@ -869,7 +876,7 @@ fn is_tag(tag: &str, name: &str) -> bool {
 
 /// A merge key as go-yaml v2 sees one: the scalar `<<`, plain and untagged or in any
 /// style tagged `!!merge`. An alias whose anchor is `<<` is not one (an alias node).
-fn is_merge_key(k: &Node) -> bool {
+pub(super) fn is_merge_key(k: &Node) -> bool {
     matches!(&k.value, Value::Scalar(s) if s.text == "<<"
     && match k.tag() {
         None => s.style == Style::Plain,
@@ -937,7 +944,7 @@ fn check_duplicate_keys(entries: &[(Node, Node)]) -> Result<(), YamlError> {
 }
 
 /// Expands aliases and merge keys into a tree without references.
-fn resolve_refs(root: &Node) -> Result<Node, YamlError> {
+pub(super) fn resolve_refs(root: &Node) -> Result<Node, YamlError> {
     let mut anchors: HashMap<String, Node> = HashMap::new();
     let mut budget = ALIAS_BUDGET;
     expand(root, &mut anchors, &mut budget, 0)

@@ -14,6 +14,7 @@
 use super::emit::{node_to_yaml, YamlWriter};
 use super::node::{Node, Style, Value};
 use super::parse::{Document, Edit, Edited, Frozen};
+use super::refs;
 
 /// Writes the documents of one stream: source documents as their (spliced) bytes,
 /// documents this tool made as new `---` documents where they stand. Comments
@@ -191,7 +192,10 @@ fn write_source_doc(doc: &Document, out: &mut Vec<u8>, from_body: bool) {
         Edited::Spliced(old) => {
             match splice(text, old, &doc.root, (from, end), doc.crlf, doc.indents) {
                 Some(edits) => apply_edits(text, from, end, &edits, doc.crlf, out),
-                None => rewrite(doc, text, from, out),
+                None => match refs::rewrite_item(doc, old, text, from) {
+                    Some(bytes) => out.extend_from_slice(&bytes),
+                    None => rewrite(doc, text, from, out),
+                },
             }
         }
         Edited::Rewritten => rewrite(doc, text, from, out),
@@ -246,7 +250,15 @@ fn splice(
     if !same_node(old, new) || other_line_breaks(&text[from..end]) {
         return None;
     }
+    // Edited in its expanded form: only a list's items can be, each apart (an
+    // item cut out of its list is written anew whole, as its list writes it).
+    let items = match refs::has_refs(old) {
+        true if indents.is_some() => return None,
+        true => refs::item_refs(old, new)?,
+        false => refs::ItemRefs::default(),
+    };
     let mut s = Splicer::new(text, old, indents);
+    s.items = items;
     s.json = super::read::sniffs_json(text) || written_as_json(old);
     s.node(old, new).ok()?;
     let mut edits = s.edits;
@@ -356,6 +368,8 @@ struct Splicer<'t> {
     /// under its key, so added collections look like their neighbours.
     seq_indent: usize,
     map_indent: usize,
+    /// List items of a document edited in its expanded form, kept or written anew.
+    items: refs::ItemRefs,
     /// The source is JSON (kubectl reads it as JSON): what is written into it is
     /// JSON too, keys and strings quoted.
     json: bool,
@@ -386,6 +400,7 @@ impl<'t> Splicer<'t> {
             edits: Vec::new(),
             seq_indent: 0,
             map_indent: 2,
+            items: refs::ItemRefs::default(),
             json: false,
         };
         if let Some(given) = given {
@@ -486,17 +501,7 @@ impl<'t> Splicer<'t> {
     /// The start of the line after the one `pos` ends on (past a trailing comment),
     /// or `pos` itself when a block scalar ended there at a line's start.
     fn line_after(&self, pos: usize) -> usize {
-        let mut p = pos;
-        while p > 0 && matches!(self.text[p - 1], b' ' | b'\t') {
-            p -= 1;
-        }
-        if p > 0 && self.text[p - 1] == b'\n' {
-            return p;
-        }
-        self.text[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(self.text.len(), |i| pos + i + 1)
+        refs::line_after(self.text, pos)
     }
 
     /// The `-` of a block list item whose content starts at `start`: on its line,
@@ -961,7 +966,12 @@ impl<'t> Splicer<'t> {
             };
             flush(self, &mut fresh, before, oi);
             let o = &old[oi];
-            if !self.try_node(o, n) {
+            let at = o.span.start;
+            if self.items.anew.binary_search(&at).is_ok() {
+                let lines = refs::emitted_item(n, dash_col, content);
+                let stop = self.line_after(o.span.end as usize);
+                self.edits.push((self.line_start(dashes[oi]), stop, lines));
+            } else if self.items.kept.binary_search(&at).is_err() && !self.try_node(o, n) {
                 let mut lines = String::new();
                 self.item(n, dash_col, content, &mut lines);
                 let stop = self.line_after(o.span.end as usize);

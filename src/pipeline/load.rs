@@ -451,10 +451,14 @@ pub struct Laid {
     /// The items in flow style (kpt writes a JSON file's objects so), in order:
     /// alone, each is a flow document, which inject edits in JSON's style.
     flow: Vec<u32>,
-    /// Whether an item read has aliases or merge keys (`read_items`). The tree
-    /// path edits such a ResourceList expanded and writes it anew: an edit then
-    /// goes its way.
-    pub refs: bool,
+    /// The items read that have aliases or merge keys (`read_items`), in order:
+    /// edited, each is written anew, expanded (`refs::rewrite_item`), as the tree
+    /// path writes it in the whole ResourceList.
+    pub refs: Vec<u32>,
+    /// The items read that have anchors and no aliases, in order: where another
+    /// item has refs, the tree path writes the whole ResourceList anew when one
+    /// of them is edited (`refs::item_refs`).
+    pub anchored: Vec<u32>,
 }
 
 /// How far an item's lines are indented past its `- ` at the margin.
@@ -576,7 +580,8 @@ pub fn lay_out_resource_list(input: &[u8]) -> Option<Laid> {
         items: None,
         short: Vec::new(),
         flow: Vec::new(),
-        refs: false,
+        refs: Vec::new(),
+        anchored: Vec::new(),
     })
 }
 
@@ -607,7 +612,8 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
     let count = laid.count();
     let shell_map = splice::indents_of(laid.shell.text.as_deref()?, &laid.shell.root, true).1;
     let refused = std::sync::atomic::AtomicBool::new(false);
-    let refs = std::sync::atomic::AtomicBool::new(false);
+    // (index, whether it has refs) of the items with refs or anchors.
+    let marked = std::sync::Mutex::new(Vec::new());
     let each = |d: &mut Document| {
         // With the indentation known before the items are read, an item is given
         // all it is written with as it is read, so it can be edited then
@@ -623,11 +629,14 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
                 .map(|map| splice::Indents { seq: 0, map });
         }
         let resolved = d.resolved.is_some();
+        if resolved || crate::manifest::refs::has_anchors(&d.root) {
+            marked
+                .lock()
+                .expect("not poisoned")
+                .push((d.index as u32, resolved));
+        }
         let typed = default_list_items(d, SourceKind::Items);
         let root = d.view();
-        if resolved {
-            refs.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
         if !root.is_map() || typed || d.directives {
             refused.store(true, std::sync::atomic::Ordering::Relaxed);
         } else if read::resource_list_item_problem(root).is_some() {
@@ -645,7 +654,11 @@ pub fn read_items(laid: &mut Laid, evict: Option<Evict>, workers: Workers) -> Op
         return None;
     }
     attach_text(&mut docs, text);
-    laid.refs = refs.into_inner();
+    let mut marked = marked.into_inner().expect("not poisoned");
+    marked.sort_unstable();
+    let (refs, anchored): (Vec<_>, Vec<_>) = marked.into_iter().partition(|m| m.1);
+    laid.refs = refs.into_iter().map(|m| m.0).collect();
+    laid.anchored = anchored.into_iter().map(|m| m.0).collect();
     for d in &mut docs {
         d.crlf = laid.crlf;
         d.indents = Some(splice::Indents { seq: 0, map: 2 });

@@ -1083,19 +1083,20 @@ fn with_results(mut doc: Document, findings: &[Finding]) -> Document {
 }
 
 /// Whether every item read as a document (`load::resource_list_items`) and edited
-/// is written by splicing its edits into its text, not anew; each is written
-/// ahead (`Edited::Frozen`) to find out, its tree as read dropped.
-pub fn items_spliced(items: &mut crate::manifest::batch::Source) -> bool {
+/// is written as the whole ResourceList's splice writes it: its edits spliced
+/// into its text, or, for an item with aliases or merge keys (`refs`, in
+/// order), written anew; each is written ahead (`Edited::Frozen`) to find out,
+/// its tree as read dropped.
+pub fn items_spliced(items: &mut crate::manifest::batch::Source, refs: &[u32]) -> bool {
     use crate::manifest::parse::{Edited, Frozen};
     for d in items.docs.iter_mut().filter(|d| d.text.is_some()) {
         if matches!(d.edited, Edited::Spliced(_)) {
             d.edited = Edited::Frozen(splice::frozen(d));
         }
         // (Its region starts at its `---`: bytes only when spliced it was not.)
-        if matches!(
-            d.edited,
-            Edited::Rewritten | Edited::Frozen(Frozen::Bytes(_))
-        ) {
+        let anew = matches!(d.edited, Edited::Frozen(Frozen::Bytes(_)));
+        let has_refs = refs.binary_search(&(d.index as u32)).is_ok();
+        if matches!(d.edited, Edited::Rewritten) || (anew && !has_refs) {
             return false;
         }
     }

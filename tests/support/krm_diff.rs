@@ -78,7 +78,7 @@ pub fn same(input: &str, what: &str) -> Result<(String, Exit), String> {
 
 /// Kinds of document `anchored_doc` writes: how each uses anchors, aliases,
 /// merge keys and tags, or fails to be an object.
-pub const ANCHORED_KINDS: u8 = 7;
+pub const ANCHORED_KINDS: u8 = 8;
 
 /// A document numbered `i` of one of `ANCHORED_KINDS` kinds: 0 a plain selected
 /// pod; 1 a selected Deployment whose labels are an anchor its selector and
@@ -86,8 +86,10 @@ pub const ANCHORED_KINDS: u8 = 7;
 /// the key `!!merge <<`); 3 a ConfigMap with tags (`!!str`, `!!map`, `!custom`)
 /// and an alias to a tagged anchor; 4 a ConfigMap aliasing an anchor of its own
 /// named as kind 1's is (`labels`); 5 an item in error (no apiVersion) with an
-/// alias; 6 a ConfigMap aliasing `labels` with no anchor of its own (read alone,
-/// it does not parse; in a ResourceList it names an earlier item's).
+/// alias; 6 a selected Deployment whose pod template merges its labels (`<<:
+/// *labels`) and its second container the first (`<<: *c`), as written by hand;
+/// 7 a ConfigMap aliasing `labels` with no anchor of its own (read alone, it does
+/// not parse; in a ResourceList it names an earlier item's).
 pub fn anchored_doc(i: usize, kind: u8) -> String {
     let meta = |kind: &str, api: &str| format!("{api}kind: {kind}\nmetadata:\n  name: x{i}\n");
     match kind % ANCHORED_KINDS {
@@ -97,6 +99,7 @@ pub fn anchored_doc(i: usize, kind: u8) -> String {
         3 => format!("{}  labels: !!map\n    base: &b !!str x{i}\ndata:\n  a: !!str 1\n  b: *b\n  c: !custom y\n", meta("ConfigMap", "apiVersion: v1\n")),
         4 => format!("{}  labels: &labels\n    app: own\ndata: *labels\n", meta("ConfigMap", "apiVersion: v1\n")),
         5 => format!("{}  labels: &l\n    a: b\n  annotations: *l\n", meta("ConfigMap", "")),
+        6 => format!("{}  labels: &labels\n    nvcf.io/worker: \"true\"\nspec:\n  selector:\n    matchLabels:\n      app: a{i}\n  template:\n    metadata:\n      labels:\n        <<: *labels\n        app: a{i}\n    spec:\n      containers:\n      - &c\n        name: c\n        image: x # the image\n      - <<: *c\n        name: side\n", meta("Deployment", "apiVersion: apps/v1\n")),
         _ => format!("{}  labels: *labels\n", meta("ConfigMap", "apiVersion: v1\n")),
     }
 }
