@@ -214,7 +214,7 @@ fn inject_output_for_every_built_in_pod_bearing_kind_passes_strict_server_valida
         "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: w-job\n  namespace: {ns}\nspec:\n  template:\n{job_template}"
     ));
     manifests.push_str(&format!(
-        "---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: w-cron\n  namespace: {ns}\nspec:\n  schedule: \"0 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n{}",
+        "---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: w-cron\n  namespace: {ns}\nspec:\n  schedule: \"0 * * * *\"\n  suspend: true\n  jobTemplate:\n    spec:\n      template:\n{}",
         indent(&job_template, 4)
     ));
     manifests.push_str(&format!(

@@ -527,10 +527,13 @@ pub fn deployment(ns: &str, name: &str) -> Value {
             "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "a", "image": "x"}]}}}})
 }
 
+/// A suspended CronJob: its template keeps an identity in use all the same, and
+/// the controller-manager never starts its Jobs (unsuspended, a test running
+/// across midnight UTC saw pods "appear" from it).
 pub fn cron_job(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "CronJob",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+        "spec": {"schedule": "0 0 * * *", "suspend": true, "jobTemplate": {"spec": {"template": {"spec": {
             "restartPolicy": "Never", "containers": [{"name": "a", "image": "x"}]}}}}}})
 }
 
