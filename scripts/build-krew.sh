@@ -22,7 +22,9 @@ if [ ! -x "$dir/krew" ]; then
   # CGO off: a static build that needs no C toolchain; -mod=mod: krew's go.mod
   # predates the go.sum checks of current Go.
   CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN="$tmp" go install "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" >&2
-  rm -rf "$dir"
-  mv "$tmp" "$dir"
+  # Published at once; a run that lost the race to another keeps the winner's
+  # (never removed under a test using it).
+  mv -T "$tmp" "$dir" 2>/dev/null || true
+  [ -x "$dir/krew" ] || { echo "build-krew: $dir has no krew" >&2; exit 1; }
 fi
 echo "$dir/krew"

