@@ -472,24 +472,7 @@ impl Kube {
         resource: &Resource,
         scope: &Scope,
     ) -> Result<Option<Vec<Value>>> {
-        let listed = self
-            .fold_pages_or_failure(
-                resource,
-                scope,
-                false,
-                None,
-                |items: &mut Vec<Value>, item| items.push(item),
-            )
-            .await?;
-        match listed {
-            Ok(items) => Ok(Some(items)),
-            Err(f) if f.status == StatusCode::NOT_FOUND => Ok(None),
-            Err(f) => Err(Error::Live(format!(
-                "list {}: {}",
-                resource.qualified(),
-                f.message
-            ))),
-        }
+        self.served(resource, scope, false, None).await
     }
 
     /// The objects named `name` in scope, metadata only, of a type the server may
@@ -501,12 +484,23 @@ impl Kube {
         name: &str,
     ) -> Result<Option<Vec<Value>>> {
         let selector = format!("metadata.name={name}");
+        self.served(resource, scope, true, Some(&selector)).await
+    }
+
+    /// Every page of a list, or `None` when the server answers 404.
+    async fn served(
+        &self,
+        resource: &Resource,
+        scope: &Scope,
+        metadata: bool,
+        selector: Option<&str>,
+    ) -> Result<Option<Vec<Value>>> {
         let listed = self
             .fold_pages_or_failure(
                 resource,
                 scope,
-                true,
-                Some(&selector),
+                metadata,
+                selector,
                 |items: &mut Vec<Value>, item| items.push(item),
             )
             .await?;
